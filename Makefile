@@ -1,0 +1,43 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   - the whole method end to end on a simulated Jetson Nano (bundled data)
+#   make test   - lint + the test suite
+# Both create .venv and install what they need. torch is a plain range dependency;
+# TORCH says which build to put in the venv first (real users bring their own:
+# Jetson or CUDA wheels, e.g. `make TORCH=/path/to/torch-*.whl test`).
+PY ?= python3
+TORCH ?= torch==2.13.0
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DEMO_OUT ?= demo-out
+
+.PHONY: demo test test-slow lint format bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e ".[dev,nvml]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+format: $(STAMP)
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+demo: $(STAMP)
+	bash scripts/demo.sh $(DEMO_OUT)
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .ruff_cache

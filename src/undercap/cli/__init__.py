@@ -1,0 +1,77 @@
+"""The `undercap` command.
+
+Each sub-command group lives in its own module exposing `register(subparsers)`;
+heavy imports (torch, matplotlib, vendor libraries) happen inside the command
+functions, so `undercap devices` and `undercap select` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from undercap import __version__
+from undercap.errors import UndercapError
+
+# Order here is the order in `undercap --help`.
+COMMAND_MODULES = (
+    "undercap.cli.devices_cmd",
+    "undercap.cli.profile_cmd",
+    "undercap.cli.select_cmd",
+    "undercap.cli.efficiency_cmd",
+    "undercap.cli.train_cmd",
+    "undercap.cli.experiment_cmd",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="undercap",
+        description="Find the batch size and GPU frequency that reach a target accuracy "
+        "fastest under a power limit, then train that way.",
+    )
+    parser.add_argument("--version", action="version", version=f"undercap {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show full tracebacks instead of one-line errors"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:  # a command group not built yet in this checkout
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        rc = args.func(args)
+    except UndercapError as e:
+        if args.debug:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("error: interrupted (device settings were restored)", file=sys.stderr)
+        return 130
+    except SystemExit as e:  # SIGTERM turned into SystemExit by devices.base
+        if isinstance(e.code, int) and e.code >= 128:
+            print("error: terminated (device settings were restored)", file=sys.stderr)
+        raise
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

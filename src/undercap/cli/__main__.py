@@ -1,0 +1,5 @@
+import sys
+
+from undercap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,101 @@
+"""Argument types and output helpers shared by the command modules (no torch)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+
+def positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
+    if not math.isfinite(x) or x <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return x
+
+
+def positive_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
+    if x <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return x
+
+
+def int_list(text: str) -> list[int]:
+    """'8,16,32' or '8..128' (powers of two from 8 to 128)."""
+    text = text.strip()
+    if ".." in text:
+        lo_s, hi_s = text.split("..", 1)
+        lo, hi = positive_int(lo_s), positive_int(hi_s)
+        if lo > hi:
+            raise argparse.ArgumentTypeError(f"{text!r}: lower bound above upper bound")
+        out, b = [], lo
+        while b <= hi:
+            out.append(b)
+            b *= 2
+        return out
+    try:
+        return [positive_int(t) for t in text.split(",") if t.strip()]
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from e
+
+
+def float_list(text: str) -> list[float]:
+    return [positive_float(t) for t in text.split(",") if t.strip()]
+
+
+def shape(text: str) -> tuple[int, ...]:
+    """'3x32x32' or '3,32,32'."""
+    parts = text.replace("x", ",").split(",")
+    try:
+        return tuple(positive_int(p) for p in parts if p.strip())
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"bad shape {text!r}: use e.g. 3x32x32") from e
+
+
+def add_device_args(p: argparse.ArgumentParser, *, default: str | None = "sim:jetson-nano") -> None:
+    p.add_argument(
+        "--device",
+        default=default,
+        required=default is None,
+        help="sim:jetson-nano, sim:jetson-tx2nx, sim:jetson-orin-nano, jetson, nvml:<index>"
+        + (f" (default {default})" if default else ""),
+    )
+    p.add_argument(
+        "--sysfs-root", default="/", help="root of the sysfs tree for the jetson backend"
+    )
+    p.add_argument(
+        "--read-only",
+        action="store_true",
+        help="measure only: never change clocks or power limits",
+    )
+    p.add_argument(
+        "--allow-clock-control",
+        action="store_true",
+        help="nvml: allow locking GPU clocks (needs root; off by default)",
+    )
+
+
+def open_device_from_args(args: argparse.Namespace, *, seed: int = 0) -> Any:
+    from undercap.devices import open_device
+
+    return open_device(
+        args.device,
+        sysfs_root=args.sysfs_root,
+        read_only=args.read_only,
+        allow_clock_control=args.allow_clock_control,
+        seed=seed,
+    )
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")

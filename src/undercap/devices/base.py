@@ -1,0 +1,199 @@
+"""The device interface every backend implements, and safe frequency control.
+
+A device is one GPU we can (maybe) clock and whose power we can read. Backends:
+simulated (analytic model), jetson (sysfs devfreq + INA3221), nvml (NVIDIA GPUs).
+Only backend modules import vendor libraries; everything else sees this interface.
+
+Frequency changes always go through `controlled(device)` or `locked(device, f)`,
+which save the original settings first and put them back on every exit path:
+normal exit, exceptions, Ctrl-C (SIGINT) and SIGTERM. SIGKILL and power loss cannot
+be caught; for those, backends that change real hardware also write the saved state
+to a state file that `undercap restore` replays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from undercap.errors import DeviceError
+from undercap.workload import Workload
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What `undercap devices` shows and what every profile records."""
+
+    name: str
+    backend: str  # "simulated", "jetson" or "nvml"
+    is_simulated: bool
+    freqs_mhz: tuple[float, ...]
+    memory_bytes: int
+    power_sensors: tuple[str, ...]  # named rails / sensors, e.g. ("POM_5V_IN", "POM_5V_GPU")
+    has_energy_counter: bool
+    control_permitted: bool  # may we change clocks (root, not read-only)?
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["freqs_mhz"] = list(self.freqs_mhz)
+        d["power_sensors"] = list(self.power_sensors)
+        return d
+
+
+class Device(ABC):
+    """One GPU device. Frequencies in MHz, power in W, energy in J, time in s."""
+
+    name: str
+    is_simulated: bool = False
+    #: True when the device must not be changed (no clock or power-limit writes).
+    read_only: bool = False
+
+    # --- clocks -----------------------------------------------------------------
+    @abstractmethod
+    def available_freqs_mhz(self) -> tuple[float, ...]:
+        """The discrete GPU frequencies the device supports, ascending."""
+
+    @abstractmethod
+    def current_freq_mhz(self) -> float:
+        """The GPU frequency right now (read back from the hardware)."""
+
+    @abstractmethod
+    def set_freq_mhz(self, freq_mhz: float) -> float:
+        """Lock the GPU at `freq_mhz`; returns the frequency actually read back
+        (hardware may snap to a neighbouring step). Raises DevicePermissionError
+        in read-only mode. Call it inside `controlled()` so it is undone."""
+
+    @abstractmethod
+    def save_state(self) -> dict[str, Any]:
+        """The settings `set_freq_mhz` may change, as a JSON-able dict."""
+
+    @abstractmethod
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Put back settings saved by `save_state`."""
+
+    # --- sensors ----------------------------------------------------------------
+    @abstractmethod
+    def power_w(self) -> float:
+        """Instantaneous power reading (board power where the device has it)."""
+
+    def energy_j(self) -> float | None:
+        """Cumulative energy counter in J where the hardware has one, else None."""
+        return None
+
+    @abstractmethod
+    def memory_bytes(self) -> int:
+        """Memory the GPU can use for training."""
+
+    # --- time and work ------------------------------------------------------------
+    def now_s(self) -> float:
+        """The device's clock. Wall clock for real devices; virtual for simulated."""
+        import time
+
+        return time.monotonic()
+
+    def synchronize(self) -> None:
+        """Wait until queued GPU work is done, so timestamps bracket real work."""
+
+    def account_step(self, workload: Workload, batch_size: int) -> None:
+        """Called after each real training step. Real devices did the work already;
+        a simulated device advances its virtual clock by t(b, f) * b here and raises
+        DeviceOutOfMemoryError if the batch would not fit."""
+
+    def check_fits(self, workload: Workload, batch_size: int) -> None:
+        """Raise DeviceOutOfMemoryError if training at `batch_size` cannot fit.
+        Real devices find out by trying; the default accepts."""
+
+    @abstractmethod
+    def info(self) -> DeviceInfo:
+        """Capabilities, for `undercap devices` and provenance."""
+
+    def close(self) -> None:
+        """Release handles (NVML shutdown etc.)."""
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- helpers ----------------------------------------------------------------
+    def nearest_freq_mhz(self, freq_mhz: float) -> float:
+        """The supported step closest to `freq_mhz`."""
+        freqs = self.available_freqs_mhz()
+        if not freqs:
+            raise DeviceError(f"{self.name}: no available frequencies")
+        return min(freqs, key=lambda f: abs(f - freq_mhz))
+
+
+class _TerminatedError(SystemExit):
+    """Raised in the main thread on SIGTERM so `finally` blocks restore the device."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """Turn SIGTERM (and SIGHUP) into an exception while the block runs.
+
+    Python runs `finally` on exceptions and on KeyboardInterrupt (SIGINT), but the
+    default SIGTERM action kills the process without unwinding. Signal handlers can
+    only be installed from the main thread; elsewhere the caller's handlers stay.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, _frame: object) -> None:
+        raise _TerminatedError(128 + signum)
+
+    sigs = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {s: signal.signal(s, _raise) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def controlled(device: Device) -> Iterator[Device]:
+    """Allow clock changes inside the block; restore the original settings on exit.
+
+    Restoration runs on normal exit, exceptions, Ctrl-C and SIGTERM. A second
+    signal during restoration is deferred until restoration finished.
+    """
+    state = device.save_state()
+    try:
+        with _sigterm_raises():
+            yield device
+    finally:
+        _restore_uninterruptibly(device, state)
+
+
+def _restore_uninterruptibly(device: Device, state: dict[str, Any]) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        device.restore_state(state)
+        return
+    pending: list[int] = []
+    sigs = [signal.SIGINT, signal.SIGTERM]
+    previous = {s: signal.signal(s, lambda n, _f: pending.append(n)) for s in sigs}
+    try:
+        device.restore_state(state)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if pending:  # re-deliver what arrived while we were restoring
+        if pending[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _TerminatedError(128 + pending[0])
+
+
+@contextlib.contextmanager
+def locked(device: Device, freq_mhz: float) -> Iterator[float]:
+    """Lock the GPU at `freq_mhz` for the block; yields the frequency read back."""
+    with controlled(device):
+        yield device.set_freq_mhz(freq_mhz)

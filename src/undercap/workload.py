@@ -1,0 +1,68 @@
+"""What one training sample costs a device: computed from the real torch model.
+
+Pure data (no torch import) so that device models, artifacts and the CLI's fast
+paths can use it. `undercap.models.workload_of(model, input_shape)` fills it in by
+counting the real model's FLOPs and activation sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Per-sample and per-step costs of training one model on one input shape.
+
+    flops_per_sample: forward + backward FLOPs for one sample (FlopCounterMode count).
+    activation_bytes_per_sample: bytes of activations kept for the backward pass
+        (fp32); sets the memory footprint that grows with batch size.
+    traffic_bytes_per_sample: DRAM bytes moved per sample in forward + backward
+        (activations written, read back, gradients of activations); sets the
+        memory-bandwidth side of the roofline.
+    param_count: trainable parameters; weights, gradients and Adam's two moments
+        are moved once per step whatever the batch size, so their cost per sample
+        falls as 1/b.
+    kernels_per_step: approximate GPU kernel launches per training step (forward,
+        backward, optimizer); each costs a fixed launch latency.
+    """
+
+    model: str
+    input_shape: tuple[int, ...]
+    flops_per_sample: float
+    activation_bytes_per_sample: float
+    traffic_bytes_per_sample: float
+    param_count: int
+    kernels_per_step: int
+
+    @property
+    def param_bytes(self) -> int:
+        return 4 * self.param_count  # fp32
+
+    @property
+    def optimizer_bytes_per_step(self) -> float:
+        # Adam step: read weight, grad, m, v; write weight, m, v (fp32) = 7 x params.
+        return 7.0 * self.param_bytes
+
+    def training_memory_bytes(self, batch_size: int) -> float:
+        """Device memory needed to train at `batch_size`: weights, grads, Adam
+        moments (4 x params) plus activations for the whole batch."""
+        return 4.0 * self.param_bytes + batch_size * self.activation_bytes_per_sample
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["input_shape"] = list(self.input_shape)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Workload:
+        return cls(
+            model=str(d["model"]),
+            input_shape=tuple(int(x) for x in d["input_shape"]),
+            flops_per_sample=float(d["flops_per_sample"]),
+            activation_bytes_per_sample=float(d["activation_bytes_per_sample"]),
+            traffic_bytes_per_sample=float(d["traffic_bytes_per_sample"]),
+            param_count=int(d["param_count"]),
+            kernels_per_step=int(d["kernels_per_step"]),
+        )
