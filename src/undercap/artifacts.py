@@ -222,7 +222,9 @@ def _profile_row(r: Any, i: int, path: str | Path) -> ProfileRow:
     return ProfileRow(
         batch_size=b,
         freq_mhz=_finite(r["freq_mhz"], "freq_mhz", where, positive=True),
-        time_per_sample_s=_finite(r["time_per_sample_s"], "time_per_sample_s", where, positive=True),
+        time_per_sample_s=_finite(
+            r["time_per_sample_s"], "time_per_sample_s", where, positive=True
+        ),
         peak_power_w=_finite(r["peak_power_w"], "peak_power_w", where, positive=True),
         mean_power_w=_finite(r["mean_power_w"], "mean_power_w", where, positive=True),
     )

@@ -137,7 +137,10 @@ class Trainer:
         torch.manual_seed(self.cfg.seed)  # dropout etc.
         x_eval, y_eval = self.data.x_test, self.data.y_test
         if self.cfg.eval_max_samples is not None:
-            x_eval, y_eval = x_eval[: self.cfg.eval_max_samples], y_eval[: self.cfg.eval_max_samples]
+            x_eval, y_eval = (
+                x_eval[: self.cfg.eval_max_samples],
+                y_eval[: self.cfg.eval_max_samples],
+            )
         self._x_eval, self._y_eval = x_eval, y_eval
 
     # --- data order ---------------------------------------------------------------
@@ -240,7 +243,7 @@ class Trainer:
         self._pos = int(state["pos"])
         self.samples = int(state["samples"])
         self.steps = int(state["steps"])
-        self.curve = [EvalPoint(int(s), float(a), float(l)) for s, a, l in state["curve"]]
+        self.curve = [EvalPoint(int(s), float(a), float(loss)) for s, a, loss in state["curve"]]
         self.samples_to_target = state["samples_to_target"]
         self.train_wall_s = float(state["train_wall_s"])
         self.eval_wall_s = float(state["eval_wall_s"])
