@@ -14,8 +14,8 @@ Two sweeps:
   be measured). This skips most infeasible and dominated configurations.
 
 On a simulated device the virtual clock and modelled power give t and P; the host
-still runs the real model once per batch size (it must build, fit and train), and
-the device accounts every configuration's steps. On real hardware every
+still runs one real training step per batch size (the model must build, fit and
+train), and the device accounts every configuration's steps. On real hardware every
 configuration runs the real model.
 """
 
@@ -41,6 +41,11 @@ class ProfileSettings:
     measure_steps: int = 5
     sample_rate_hz: float = 200.0
     seed: int = 0
+    #: Simulated devices only: run one real step per batch size on the host to
+    #: prove the model builds, fits and trains. False skips host compute; the
+    #: device model still gives every t and P. Used to profile many models cheaply
+    #: (e.g. for the baselines' safe frequency).
+    host_steps: bool = True
 
 
 class _Stepper:
@@ -119,13 +124,13 @@ class _Run:
         self.rows: list[ProfileRow] = []
         self.unfit: list[int] = []
         self.steps = 0
-        self._host_ran: set[int] = set()
         self.can_control = not device.read_only and device.info().control_permitted
+        self.host_steps = settings.host_steps or not device.is_simulated
 
     def _host_step(self, b: int) -> None:
-        # Simulated devices: the real step runs on the host once per batch size per
-        # phase; the virtual clock charges every configuration.
-        if not self.device.is_simulated or b not in self._host_ran:
+        # Simulated devices: the host already ran one real step per batch size in
+        # fits(); host speed does not enter the virtual clock, which charges here.
+        if not self.device.is_simulated:
             self.stepper.step()
         self.device.account_step(self.stepper.workload, b)
         self.steps += 1
@@ -133,9 +138,10 @@ class _Run:
     def fits(self, b: int) -> bool:
         try:
             self.device.check_fits(self.stepper.workload, b)
-            self.stepper.set_batch_size(b)
-            self.stepper.step()  # a real step proves it builds and fits on the host
-            self.stepper.synchronize()
+            if self.host_steps:  # a real step proves it builds and fits on the host
+                self.stepper.set_batch_size(b)
+                self.stepper.step()
+                self.stepper.synchronize()
         except DeviceOutOfMemoryError:
             return False
         except RuntimeError as e:
@@ -147,7 +153,8 @@ class _Run:
     def measure(self, b: int, freq_mhz: float | None) -> ProfileRow:
         dev, s = self.device, self.settings
         actual = dev.set_freq_mhz(freq_mhz) if freq_mhz is not None else dev.current_freq_mhz()
-        self.stepper.set_batch_size(b)
+        if not dev.is_simulated:
+            self.stepper.set_batch_size(b)
         for _ in range(s.warmup_steps):
             self._host_step(b)
         self.stepper.synchronize()
@@ -159,7 +166,6 @@ class _Run:
             self.stepper.synchronize()
             dev.synchronize()
             t1 = dev.now_s()
-        self._host_ran.add(b)
         stats = sampler.stats()
         row = ProfileRow(
             batch_size=b,
