@@ -335,15 +335,15 @@ def _check_relative(
         raise ArtifactError(f"{path}: relative has batch sizes {extra} with no runs")
     if not relative:
         raise ArtifactError(f"{path}: no batch size reached the target; nothing to select")
+    for b in relative:
+        if all(x is None for x in runs[b]):
+            raise ArtifactError(f"{path}: batch size {b} has no finished run but a relative value")
     b_max = max(relative)
     if not math.isclose(relative[b_max], 1.0, rel_tol=1e-6):
         raise ArtifactError(
             f"{path}: relative[{b_max}] is {relative[b_max]}, but the largest batch size "
             "must have r = 1.0 (r(b) = N(b) / N(b_max))"
         )
-    for b in relative:
-        if all(x is None for x in runs[b]):
-            raise ArtifactError(f"{path}: batch size {b} has no finished run but a relative value")
 
 
 def load_efficiency(path: str | Path) -> Efficiency:
