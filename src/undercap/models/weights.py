@@ -1,0 +1,100 @@
+"""Save and load model weights (pre-trained models move from the server to the device).
+
+File format: torch.save of {"format": "undercap.weights/1", "architecture": class
+name, "meta": {...}, "state_dict": {...}}, written atomically (temp file + rename).
+Loading uses torch.load(weights_only=True), which refuses arbitrary pickled code.
+A plain state dict saved with torch.save(model.state_dict()) is accepted too.
+
+Transfer between datasets: the model's class-count dependent tensors (its
+`head_prefixes`, e.g. the classifier head) are left freshly initialised when their
+shape differs from the file's, and the returned meta lists them under
+"fresh_tensors". Any other difference (other keys, other shapes: e.g. a ResNet file
+loaded into a MobileNet, or 1-channel weights into a 3-channel stem) is an
+ArtifactError: the file is for another architecture.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from undercap.errors import ArtifactError
+
+WEIGHTS_FORMAT = "undercap.weights/1"
+
+
+def save_weights(model: nn.Module, path: str | Path, meta: dict[str, Any]) -> Path:
+    """Write the model's state dict and `meta` (plain JSON-like values) to `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blob = {
+        "format": WEIGHTS_FORMAT,
+        "architecture": type(model).__name__,
+        "meta": dict(meta),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(blob, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ArtifactError(f"weights file {path} does not exist")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for corrupt or non-torch files
+        msg = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        raise ArtifactError(f"{path} is not a readable weights file ({msg})") from e
+    if isinstance(blob, dict) and blob.get("format") == WEIGHTS_FORMAT:
+        return blob
+    if isinstance(blob, dict) and blob and all(isinstance(v, torch.Tensor) for v in blob.values()):
+        return {"architecture": None, "meta": {}, "state_dict": blob}
+    raise ArtifactError(f"{path} is not an undercap weights file (expected {WEIGHTS_FORMAT})")
+
+
+def load_weights(model: nn.Module, path: str | Path) -> dict[str, Any]:
+    """Load weights saved by `save_weights` into `model`; returns the saved meta plus
+    "fresh_tensors" (names left freshly initialised because the class count differs)."""
+    path = Path(path)
+    blob = _read(path)
+    arch, state = blob["architecture"], blob["state_dict"]
+    target = model.state_dict()
+    if arch is not None and arch != type(model).__name__:
+        raise ArtifactError(
+            f"{path} holds {arch} weights, not {type(model).__name__}: pick the matching --model"
+        )
+    missing, unexpected = set(target) - set(state), set(state) - set(target)
+    if missing or unexpected:
+        some = sorted(missing | unexpected)[:3]
+        raise ArtifactError(
+            f"{path} does not match the {type(model).__name__} architecture "
+            f"({len(missing)} missing, {len(unexpected)} unexpected tensors, e.g. {some})"
+        )
+    heads = tuple(getattr(model, "head_prefixes", ("head.",)))
+    fresh, load = [], {}
+    for key, value in state.items():
+        if value.shape == target[key].shape:
+            load[key] = value
+        elif key.startswith(heads):
+            fresh.append(key)
+        else:
+            raise ArtifactError(
+                f"{path}: tensor {key} has shape {tuple(value.shape)}, the model needs "
+                f"{tuple(target[key].shape)}; the weights are for another input shape or model"
+            )
+    model.load_state_dict(load, strict=False)
+    meta = dict(blob["meta"])
+    meta["fresh_tensors"] = sorted(fresh)
+    return meta

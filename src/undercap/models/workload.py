@@ -1,0 +1,243 @@
+"""Count what one training sample costs: FLOPs, saved activations, DRAM traffic, kernels.
+
+`workload_of(model, name, input_shape)` runs real training steps of a copy of the
+model on the CPU (random inputs and labels) and measures:
+
+* flops_per_sample: forward + backward FLOPs from torch.utils.flop_counter.FlopCounterMode
+  (2 FLOPs per multiply-accumulate; convolutions, matmuls and attention only, as
+  FlopCounterMode counts them). The CPU attention kernels have no formula in torch
+  2.x, so they get the same formulas torch uses for the CUDA flash/efficient kernels
+  (full, not causal-halved, score matrix). Grouped (depthwise) convolution backward
+  gets a corrected formula (torch's ignores groups).
+* activation_bytes_per_sample: bytes of the tensors autograd saves for the backward
+  pass (torch.autograd.graph.saved_tensors_hooks), each storage counted once,
+  parameters excluded. This is exactly what must stay resident until backward.
+* traffic_bytes_per_sample: bytes read and written by every kernel of forward and
+  backward (the tensor arguments and results of each non-view aten op). This is the
+  usual roofline assumption that kernels do not reuse each other's data through the
+  cache, so it is an upper bound on DRAM traffic.
+* kernels_per_step: aten ops of forward + backward that launch a kernel (views and
+  allocations excluded), plus the optimizer step's kernels counted the same way for
+  torch.optim's multi-tensor (foreach) Adam/AdamW, each foreach op weighted by the
+  number of CUDA launches multi_tensor_apply needs for that many tensors
+  (aten/src/ATen/native/cuda/MultiTensorApply.cuh: at most 110/64/48/36/30 tensors
+  per launch for 1..5 tensor lists).
+
+Per-sample figures are the slope between two batch sizes (2 and 4), so costs paid
+once per step (reading weights, writing weight gradients, BatchNorm statistics) do
+not leak into per-sample terms; `Workload.optimizer_bytes_per_step` and
+`param_bytes` carry those. Results are cached per (name, input shape, class count,
+parameter count): they are deterministic.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import (
+    FlopCounterMode,
+    sdpa_backward_flop_count,
+    sdpa_flop_count,
+)
+
+from undercap.workload import Workload
+
+_aten = torch.ops.aten
+_BATCHES = (2, 4)
+# multi_tensor_apply's tensors per launch, by number of tensor lists (depth 1..5).
+_MTA_MAX_TENSORS = (110, 64, 48, 36, 30)
+# ops that allocate or alias without running a kernel
+_NO_KERNEL = {
+    "detach",
+    "alias",
+    "lift_fresh",
+    "_unsafe_view",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "zeros_like_meta",
+}
+_cache: dict[tuple[Any, ...], Workload] = {}
+
+
+def _sdpa_cpu_flops(q: Any, k: Any, v: Any, *_: Any, out_shape: Any = None, **__: Any) -> int:
+    return sdpa_flop_count(q, k, v)
+
+
+def _sdpa_cpu_bwd_flops(
+    g: Any, q: Any, k: Any, v: Any, *_: Any, out_shape: Any = None, **__: Any
+) -> int:
+    return sdpa_backward_flop_count(g, q, k, v)
+
+
+def _conv_bwd_flops(
+    grad_out: Any,
+    x: Any,
+    w: Any,
+    _bias: Any,
+    _stride: Any,
+    _pad: Any,
+    _dil: Any,
+    transposed: bool,
+    _out_pad: Any,
+    _groups: int,
+    output_mask: Sequence[bool],
+    out_shape: Any = None,
+) -> int:
+    # torch's own formula ignores `groups` (it counts a depthwise conv's backward as a
+    # dense one, ~40x too much for MobileNetV2). Each of grad-input and grad-weight
+    # costs exactly the forward's multiply-adds: 2 * (output elements) * (weight
+    # elements per output channel); for a transposed conv the roles of input and
+    # output swap.
+    fwd = 2 * math.prod(x if transposed else grad_out) * math.prod(w[1:])
+    return fwd * (int(output_mask[0]) + int(output_mask[1]))
+
+
+_FLOP_FORMULAS = {
+    _aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flops,
+    _aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_bwd_flops,
+    _aten.convolution_backward: _conv_bwd_flops,
+}
+
+
+def _launches_kernel(func: Any) -> bool:
+    name = func._schema.name.split("::")[-1]
+    return not (func.is_view or name in _NO_KERNEL)
+
+
+def _tensor_bytes(tree: Any) -> int:
+    leaves, _ = tree_flatten(tree)
+    return sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
+
+
+class _KernelCounter(TorchDispatchMode):
+    """Counts kernel-launching aten ops and the bytes they read and write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels = 0
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if _launches_kernel(func):
+            self.kernels += self._launches(func, args)
+            self.bytes += _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
+        return out
+
+    @staticmethod
+    def _launches(func: Any, args: Any) -> int:
+        if not func._schema.name.split("::")[-1].startswith("_foreach"):
+            return 1
+        lists = [
+            a for a in args if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor)
+        ]
+        if not lists:
+            return 1
+        per_launch = _MTA_MAX_TENSORS[min(len(lists), len(_MTA_MAX_TENSORS)) - 1]
+        return math.ceil(len(lists[0]) / per_launch)
+
+
+@dataclass(frozen=True)
+class _StepCounts:
+    flops: float
+    saved_bytes: float
+    traffic_bytes: float
+    kernels: int
+
+
+def _inputs(
+    name: str, input_shape: Sequence[int], batch: int, num_classes: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if name == "char-transformer":
+        x = torch.randint(0, num_classes, (batch, *input_shape), generator=gen)
+        return x, torch.randint(0, num_classes, (batch, *input_shape), generator=gen)
+    x = torch.randn((batch, *input_shape), generator=gen)
+    return x, torch.randint(0, num_classes, (batch,), generator=gen)
+
+
+def _count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> _StepCounts:
+    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in param_ptrs:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    model.zero_grad(set_to_none=True)
+    with (
+        FlopCounterMode(display=False, custom_mapping=_FLOP_FORMULAS) as fc,
+        _KernelCounter() as kc,
+    ):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+    return _StepCounts(fc.get_total_flops(), sum(saved.values()), kc.bytes, kc.kernels)
+
+
+def optimizer_kernels(model: nn.Module, optimizer: str) -> int:
+    """Kernel launches of one multi-tensor Adam/AdamW step on a CUDA device."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
+    opt = cls(params, lr=1e-3, foreach=True)
+    opt.step()  # the first step allocates state; count a steady-state one
+    with _KernelCounter() as kc:
+        opt.step()
+    return kc.kernels
+
+
+def workload_of(model: nn.Module, name: str, input_shape: Sequence[int]) -> Workload:
+    """Measure a model's training cost per sample (see module docstring). The model
+    itself is not touched (a CPU copy is stepped)."""
+    input_shape = tuple(int(s) for s in input_shape)
+    probe = copy.deepcopy(model).to("cpu").train()
+    gen = torch.Generator().manual_seed(0)
+    num_classes = _output_classes(probe, name, input_shape, gen)
+    n_params = sum(p.numel() for p in probe.parameters() if p.requires_grad)
+    key = (name, input_shape, num_classes, n_params)
+    if key in _cache:
+        return _cache[key]
+    small, large = (
+        _count_step(probe, *_inputs(name, input_shape, b, num_classes, gen)) for b in _BATCHES
+    )
+    db = _BATCHES[1] - _BATCHES[0]
+    from undercap.models import optimizer_for  # registry imports this module
+
+    wl = Workload(
+        model=name,
+        input_shape=input_shape,
+        flops_per_sample=(large.flops - small.flops) / db,
+        activation_bytes_per_sample=(large.saved_bytes - small.saved_bytes) / db,
+        traffic_bytes_per_sample=(large.traffic_bytes - small.traffic_bytes) / db,
+        param_count=n_params,
+        kernels_per_step=small.kernels + optimizer_kernels(probe, optimizer_for(name)),
+    )
+    _cache[key] = wl
+    return wl
+
+
+def _output_classes(
+    model: nn.Module, name: str, input_shape: tuple[int, ...], gen: torch.Generator
+) -> int:
+    x, _ = _inputs(name, input_shape, 2, 2, gen)
+    with torch.no_grad():
+        model.eval()
+        out = model(x)
+        model.train()
+    return int(out.shape[-1])
