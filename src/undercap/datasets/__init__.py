@@ -100,6 +100,8 @@ def load_dataset(
         raise DataError(f"limit must be a positive number of samples, got {limit}")
     if kind == "text":
         if input_shape is not None:
+            if len(tuple(input_shape)) != 1:
+                raise DataError(f"text input shape is (context,), got {tuple(input_shape)}")
             context = int(tuple(input_shape)[0])
         paths = [_resolve(a, data_dir) for a in arg.split("+")]  # type: ignore[union-attr]
         return _load_text(spec, paths, context, seed, limit, split)

@@ -84,12 +84,14 @@ def map_shape(x: torch.Tensor, shape: tuple[int, ...] | None) -> torch.Tensor:
 def normalise(
     train: torch.Tensor, test: torch.Tensor, channels: int | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean 0 / std 1 per channel from train statistics; then replicate a single
-    channel to `channels` with expand (a view: a 3x32x32 MNIST costs 1x the memory)."""
+    """Mean 0 / std 1 per channel from train statistics (in place: pass fresh
+    tensors); then replicate a single channel to `channels` with expand (a view: a
+    3x32x32 MNIST costs 1x the memory)."""
     dims = (0, 2, 3)
     mean = train.mean(dim=dims, keepdim=True)
     std = train.std(dim=dims, keepdim=True).clamp_min(1e-6)
-    train, test = (train - mean) / std, (test - mean) / std
+    # in place: callers pass fresh tensors, and this halves peak memory on 4 GB devices
+    train, test = train.sub_(mean).div_(std), test.sub_(mean).div_(std)
     if channels is not None and channels != train.shape[1]:
         train = train.expand(-1, channels, -1, -1)
         test = test.expand(-1, channels, -1, -1)
