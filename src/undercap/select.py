@@ -1,0 +1,364 @@
+"""Choose the batch size and GPU frequency: the paper's Algorithm 1, baselines, oracle.
+
+Ahmed et al., "Accelerated Training on Low-Power Edge Devices" (TMLR 2025), Sec. 4:
+time-to-accuracy splits as T(b, f) = t(b, f) * N(b), with t (seconds per sample) and
+the peak power P(b, f) measured on the device (the profile, Sec. 4.1) and the ratio
+r(b) = N(b) / N(b_max) estimated on a proxy dataset (Sec. 4.2). Minimising
+t(b, f) * r(b) is minimising T(b, f), because N(b_max) is one constant factor.
+
+Everything here is a pure function of a `Profile` and a mapping {b: r(b)}: no I/O,
+no numpy, no torch, so `undercap select` starts instantly and the logic is tested
+against a brute force (tests/test_select.py).
+
+Tie-breaking (all methods): equal scores prefer the larger batch size, then the
+higher frequency; deterministic, and a larger batch means fewer optimizer steps.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from undercap.artifacts import Profile, ProfileRow
+from undercap.errors import ArtifactError, InfeasibleError, UndercapError
+
+OURS = "ours"
+ORACLE = "oracle"
+BASELINE1 = "baseline1"
+BASELINE2 = "baseline2"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One selected configuration and what the profile predicts for it.
+
+    relative_samples is r(b) = N(b) / N(b_max) and score = t * r (time-to-accuracy
+    in units of N(b_max) samples); both are None for a Baseline 1 choice made
+    without efficiency data, since that baseline does not use r.
+    """
+
+    method: str
+    batch_size: int
+    freq_mhz: float
+    time_per_sample_s: float
+    peak_power_w: float
+    relative_samples: float | None
+    score: float | None
+    power_limit_w: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Choice:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+
+
+# --- input checks -----------------------------------------------------------------
+def _check_limit(power_limit_w: float | None) -> float | None:
+    """None means no power cap; anything else must be a positive finite number."""
+    if power_limit_w is None:
+        return None
+    if isinstance(power_limit_w, bool) or not isinstance(power_limit_w, numbers.Real):
+        raise UndercapError(f"power limit must be a number of watts, got {power_limit_w!r}")
+    if not math.isfinite(power_limit_w) or power_limit_w <= 0:
+        raise UndercapError(f"power limit must be a positive number of watts, got {power_limit_w}")
+    return float(power_limit_w)
+
+
+def _check_freq(freq_mhz: float, name: str) -> float:
+    if isinstance(freq_mhz, bool) or not isinstance(freq_mhz, numbers.Real):
+        raise UndercapError(f"{name} must be a number of MHz, got {freq_mhz!r}")
+    if not math.isfinite(freq_mhz) or freq_mhz <= 0:
+        raise UndercapError(f"{name} must be a positive number of MHz, got {freq_mhz}")
+    return float(freq_mhz)
+
+
+def _by_batch(profile: Profile) -> dict[int, list[ProfileRow]]:
+    """Rows grouped by batch size, each list in ascending frequency. Also validates
+    the rows, since a Profile can be built in code without artifacts' checks."""
+    if not profile.rows:
+        raise ArtifactError(f"profile of {profile.model} has no rows; re-run the profile")
+    groups: dict[int, list[ProfileRow]] = {}
+    for r in profile.rows:
+        values = (r.freq_mhz, r.time_per_sample_s, r.peak_power_w)
+        if not all(math.isfinite(v) and v > 0 for v in values) or r.batch_size <= 0:
+            raise ArtifactError(
+                f"profile of {profile.model}: row b={r.batch_size}, f={r.freq_mhz} has a "
+                "non-positive or non-finite value; re-run the profile"
+            )
+        groups.setdefault(r.batch_size, []).append(r)
+    for b, rows in groups.items():
+        rows.sort(key=lambda r: r.freq_mhz)
+        freqs = [r.freq_mhz for r in rows]
+        if len(set(freqs)) != len(freqs):
+            raise ArtifactError(
+                f"profile of {profile.model} has duplicate rows for batch size {b}; "
+                "re-run the profile"
+            )
+    return groups
+
+
+def _check_relative(relative: Mapping[int, float], what: str) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for b, r in relative.items():
+        # numbers.* so numpy scalars from analysis code are accepted too
+        ok_r = isinstance(r, numbers.Real) and not isinstance(r, bool)
+        ok_b = isinstance(b, numbers.Integral) and not isinstance(b, bool) and b > 0
+        if not (ok_b and ok_r and math.isfinite(r) and r > 0):
+            raise ArtifactError(f"{what}: r({b!r}) = {r!r}; expected a positive finite ratio")
+        out[int(b)] = float(r)
+    return out
+
+
+def _within(row: ProfileRow, limit: float | None) -> bool:
+    return limit is None or row.peak_power_w <= limit
+
+
+def _choice(method: str, row: ProfileRow, r: float | None, limit: float | None) -> Choice:
+    return Choice(
+        method=method,
+        batch_size=row.batch_size,
+        freq_mhz=row.freq_mhz,
+        time_per_sample_s=row.time_per_sample_s,
+        peak_power_w=row.peak_power_w,
+        relative_samples=r,
+        score=None if r is None else row.time_per_sample_s * r,
+        power_limit_w=limit,
+    )
+
+
+def _best(choices: Iterable[Choice]) -> Choice | None:
+    """Lowest score; ties prefer larger b, then higher f (module docstring)."""
+    return min(
+        choices,
+        key=lambda c: (c.score, -c.batch_size, -c.freq_mhz),
+        default=None,
+    )
+
+
+# --- Algorithm 1 (Sec. 4.3) -------------------------------------------------------
+def lowest_feasible_power_w(profile: Profile, batch_sizes: Iterable[int] | None = None) -> float:
+    """The smallest peak power over the profile's rows (optionally only these batch
+    sizes): the lowest limit under which any configuration is feasible."""
+    wanted = None if batch_sizes is None else set(batch_sizes)
+    peaks = [
+        r.peak_power_w
+        for rows in _by_batch(profile).values()
+        for r in rows
+        if wanted is None or r.batch_size in wanted
+    ]
+    if not peaks:
+        raise ArtifactError(f"profile of {profile.model} has no rows for batch sizes {wanted}")
+    return min(peaks)
+
+
+def per_batch(
+    profile: Profile,
+    relative: Mapping[int, float],
+    power_limit_w: float | None,
+    *,
+    method: str = OURS,
+) -> tuple[Choice, ...]:
+    """Algorithm 1's inner loop: for every batch size with both profile rows and an
+    r(b), the highest frequency whose peak power is within the limit (Sec. 4.3: a
+    higher clock is faster, so it is the best feasible one). Batch sizes with no
+    feasible row are left out; see `excluded_batch_sizes` for why."""
+    limit = _check_limit(power_limit_w)
+    rel = _check_relative(relative, "efficiency")
+    out = []
+    for b, rows in sorted(_by_batch(profile).items()):
+        feasible = [row for row in rows if _within(row, limit)]
+        if b in rel and feasible:
+            out.append(_choice(method, feasible[-1], rel[b], limit))
+    return tuple(out)
+
+
+def select_ours(
+    profile: Profile, relative: Mapping[int, float], power_limit_w: float | None
+) -> Choice:
+    """The paper's Algorithm 1 with r(b) estimated on a proxy dataset (Sec. 4.3)."""
+    return _select(profile, relative, power_limit_w, OURS)
+
+
+def oracle(
+    profile: Profile, relative_target: Mapping[int, float], power_limit_w: float | None
+) -> Choice:
+    """The fastest configuration (Sec. 5): Algorithm 1 with the true r(b) measured
+    by training on the target data itself; an upper bound, not a usable method."""
+    return _select(profile, relative_target, power_limit_w, ORACLE)
+
+
+def _select(
+    profile: Profile, relative: Mapping[int, float], power_limit_w: float | None, method: str
+) -> Choice:
+    best = _best(per_batch(profile, relative, power_limit_w, method=method))
+    if best is not None:
+        return best
+    common = sorted(set(profile.batch_sizes) & set(relative))
+    if not common:
+        raise ArtifactError(
+            f"no batch size has both profile rows {list(profile.batch_sizes)} and an "
+            f"efficiency estimate {sorted(relative)}; estimate efficiency for the "
+            "profiled batch sizes"
+        )
+    raise _infeasible(profile, common, power_limit_w)
+
+
+def _infeasible(profile: Profile, batch_sizes: list[int], limit: float | None) -> InfeasibleError:
+    lowest = min(
+        (r for r in profile.rows if r.batch_size in set(batch_sizes)),
+        key=lambda r: (r.peak_power_w, -r.batch_size),
+    )
+    return InfeasibleError(
+        f"no configuration of {profile.model} stays under {limit:g} W: the lowest "
+        f"feasible power is {lowest.peak_power_w:.2f} W (batch size {lowest.batch_size} "
+        f"at {lowest.freq_mhz:g} MHz); raise the power limit to at least that"
+    )
+
+
+def excluded_batch_sizes(
+    profile: Profile, relative: Mapping[int, float], power_limit_w: float | None
+) -> dict[int, str]:
+    """Why each batch size seen in the profile or in r is not a candidate of
+    Algorithm 1 (one short reason each), so exclusions are visible to the user."""
+    limit = _check_limit(power_limit_w)
+    groups = _by_batch(profile)
+    out: dict[int, str] = {}
+    for b in sorted(set(groups) | set(relative) | set(profile.unfit_batch_sizes)):
+        if b not in groups:
+            unfit = b in profile.unfit_batch_sizes
+            out[b] = "does not fit in device memory" if unfit else "not in the profile"
+        elif b not in relative:
+            out[b] = "no efficiency estimate r(b) (never reached the target, or not run)"
+        elif not any(_within(r, limit) for r in groups[b]):
+            lowest = min(r.peak_power_w for r in groups[b])
+            out[b] = f"needs at least {lowest:.2f} W, above the {limit:g} W limit"
+    return out
+
+
+# --- the baselines (Sec. 5.1) -----------------------------------------------------
+def safe_freq_mhz(profiles: Iterable[Profile] | Profile, power_limit_w: float | None) -> float:
+    """The baselines' fixed "safe" frequency cap for a power limit (Sec. 5.1): the
+    highest frequency at which no supported model exceeds the limit at any of its
+    profiled batch sizes.
+
+    Power rises with frequency (dynamic power ~ C V(f)^2 f), so a frequency f is safe
+    for one (model, b) when no row at or below f exceeds the limit and some row at or
+    above f is within it. For a full sweep this is "every row at f is within the
+    limit"; it also handles the efficient sweep (Sec. 4.1), which skips rows.
+    """
+    profs = [profiles] if isinstance(profiles, Profile) else list(profiles)
+    if not profs:
+        raise UndercapError("safe_freq_mhz needs at least one profile")
+    limit = _check_limit(power_limit_w)
+    names = {p.device.get("name") for p in profs}
+    if len(names) > 1:
+        raise UndercapError(f"profiles come from different devices {sorted(map(str, names))}")
+    groups = [rows for p in profs for rows in _by_batch(p).values()]
+    candidates = sorted({r.freq_mhz for rows in groups for r in rows}, reverse=True)
+    if limit is None:  # no cap: nothing to stay under
+        return candidates[0]
+    for f in candidates:
+        if all(_safe_for(rows, f, limit) for rows in groups):
+            return f
+    # The least limit with a safe frequency: the worst (model, b)'s cheapest row.
+    cheapest = (min(rows, key=lambda r: r.peak_power_w) for rows in groups)
+    worst = max(cheapest, key=lambda r: r.peak_power_w)
+    raise InfeasibleError(
+        f"no frequency keeps every model under {limit:g} W: {_model_of(profs, worst)} at "
+        f"batch size {worst.batch_size} draws {worst.peak_power_w:.2f} W even at "
+        f"{worst.freq_mhz:g} MHz; raise the power limit to at least that"
+    )
+
+
+def _safe_for(rows: list[ProfileRow], f: float, limit: float | None) -> bool:
+    no_violation_below = all(_within(r, limit) for r in rows if r.freq_mhz <= f)
+    evidence_above = any(_within(r, limit) for r in rows if r.freq_mhz >= f)
+    return no_violation_below and evidence_above
+
+
+def _model_of(profiles: list[Profile], row: ProfileRow) -> str:
+    return next(p.model for p in profiles if row in p.rows)
+
+
+def _row_at_or_below(rows: list[ProfileRow], freq_mhz: float) -> ProfileRow | None:
+    """The row at the highest profiled frequency <= freq_mhz (rows ascending)."""
+    below = [r for r in rows if r.freq_mhz <= freq_mhz]
+    return below[-1] if below else None
+
+
+def baseline1(
+    profile: Profile,
+    power_limit_w: float | None,
+    safe_freq_mhz: float,
+    *,
+    relative: Mapping[int, float] | None = None,
+) -> Choice:
+    """Baseline 1 (Sec. 5.1): the largest batch size that fits in memory (the largest
+    in the profile; unfit ones are never profiled) at the fixed safe frequency, or
+    the highest profiled frequency below it. Pass `relative` to get its score.
+
+    Raises InfeasibleError if that row exceeds the limit (the given frequency is
+    not safe for this model), ArtifactError if nothing was profiled at or below it.
+    """
+    limit = _check_limit(power_limit_w)
+    f_safe = _check_freq(safe_freq_mhz, "safe frequency")
+    rel = _check_relative(relative or {}, "efficiency")
+    groups = _by_batch(profile)
+    b = max(groups)
+    row = _row_at_or_below(groups[b], f_safe)
+    if row is None:
+        raise ArtifactError(
+            f"profile of {profile.model} has no row for batch size {b} at or below the "
+            f"safe frequency {f_safe:g} MHz; profile with a full sweep"
+        )
+    if not _within(row, limit):
+        raise InfeasibleError(
+            f"baseline 1 ({profile.model}, batch size {b} at {row.freq_mhz:g} MHz) draws "
+            f"{row.peak_power_w:.2f} W, above the {limit:g} W limit; the safe frequency "
+            f"{f_safe:g} MHz is not safe for this model: lower it"
+        )
+    return _choice(BASELINE1, row, rel.get(b), limit)
+
+
+def baseline2(
+    profile: Profile,
+    relative_proxy: Mapping[int, float],
+    power_limit_w: float | None,
+    safe_freq_mhz: float,
+) -> Choice:
+    """Baseline 2 (Sec. 5.1): the batch size minimising the proxy's time-to-accuracy
+    t(b, f_safe) * r_proxy(b) at the same safe frequency as Baseline 1 (each b at the
+    highest profiled frequency <= f_safe). Rows above the limit are not candidates."""
+    limit = _check_limit(power_limit_w)
+    f_safe = _check_freq(safe_freq_mhz, "safe frequency")
+    rel = _check_relative(relative_proxy, "proxy efficiency")
+    candidates = []
+    for b, rows in sorted(_by_batch(profile).items()):
+        row = _row_at_or_below(rows, f_safe)
+        if b in rel and row is not None and _within(row, limit):
+            candidates.append(_choice(BASELINE2, row, rel[b], limit))
+    best = _best(candidates)
+    if best is None:
+        cap = "no cap" if limit is None else f"the {limit:g} W limit"
+        raise InfeasibleError(
+            f"baseline 2 has no candidate for {profile.model}: no batch size with an "
+            f"efficiency estimate is profiled at or below {f_safe:g} MHz within {cap}; "
+            "use a lower safe frequency or a full profile"
+        )
+    return best
+
+
+def expected_speedup(faster: Choice, slower: Choice) -> float:
+    """How many times shorter `faster`'s predicted time-to-accuracy is than
+    `slower`'s: slower.score / faster.score (both need r(b))."""
+    if faster.score is None or slower.score is None:
+        raise UndercapError(
+            f"cannot compare {faster.method} with {slower.method}: a score needs r(b) "
+            "for its batch size"
+        )
+    return slower.score / faster.score
