@@ -31,7 +31,7 @@ def open_device(
     if name.startswith("sim:"):
         from undercap.devices.simulated import SimulatedDevice
 
-        return SimulatedDevice.from_name(name[4:], seed=seed)
+        return SimulatedDevice.from_name(name[4:], seed=seed, read_only=read_only)
     if name == "jetson":
         from undercap.devices.jetson import JetsonDevice
 
