@@ -340,6 +340,14 @@ def test_text_windows_and_split(tmp_path) -> None:
     assert load_dataset("text:a.txt", data_dir=tmp_path, context=4, limit=9).n_train == 9
 
 
+def test_text_limit_spreads_over_corpus(tmp_path) -> None:
+    # window i (context 8, stride 8) is the character chr(32 + i) repeated
+    (tmp_path / "c.txt").write_text("".join(chr(32 + i // 8) for i in range(8 * 91)))
+    s = load_dataset(f"text:{tmp_path / 'c.txt'}", context=8, limit=9)
+    ids = sorted(int(w[0]) - 1 for w in s.x_train)  # vocabulary id 1 is chr(32)
+    assert len(ids) == 9 and ids[-1] > 45  # not just the first windows of the corpus
+
+
 def test_text_errors(tmp_path) -> None:
     with pytest.raises(DataError, match="missing.txt not found"):
         load_dataset("text:missing.txt", data_dir=tmp_path)

@@ -184,9 +184,7 @@ def _load_text(
             f"{2 * context + 1} for one training and one test window of {context}"
         )
     x, y = _text.windows(ids, context)
-    tr, te = _text.split_windows(x.shape[0], seed)
-    if limit is not None:
-        tr, te = tr[:limit], te[: max(limit // 9, 1)]
+    tr, te = _text.split_windows(x.shape[0], seed, limit=limit)
     tr_t, te_t = torch.from_numpy(tr), torch.from_numpy(te)
     return Splits(
         name=spec,
