@@ -1,7 +1,7 @@
 """What one training sample costs a device: computed from the real torch model.
 
 Pure data (no torch import) so that device models, artifacts and the CLI's fast
-paths can use it. `undercap.models.workload_of(model, input_shape)` fills it in by
+paths can use it. `undercap.models.workload_of(model, name, input_shape)` fills it in by
 counting the real model's FLOPs and activation sizes.
 """
 
