@@ -1,0 +1,412 @@
+"""NVIDIA GPUs through NVML (nvidia-ml-py, the optional extra `undercap[nvml]`).
+
+Only this module imports pynvml, and only when an NVML device is opened. NVML errors
+become project errors with a fix (DevicePermissionError for missing root, DeviceError
+otherwise), chained with `from e`.
+
+Read-only by default: profiling then covers batch sizes at the current clock. With
+`allow_clock_control` the graphics clock is locked with nvmlDeviceSetGpuLockedClocks
+(min = max = f, needs root, Volta or newer) and unlocked with
+nvmlDeviceResetGpuLockedClocks; a state file is written before the lock so
+`undercap restore` can unlock after a crash. NVML cannot read a lock set by someone
+else beforehand, so restoring means "unlocked".
+
+Power: the field NVML_FI_DEV_POWER_INSTANT where the driver supports it, because
+nvmlDeviceGetPowerUsage is a one-second average on Ampere and newer (NVML API
+reference, nvmlDeviceGetPowerUsage); otherwise power usage. Energy:
+nvmlDeviceGetTotalEnergyConsumption (mJ since the driver loaded, Volta and newer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from undercap.devices.base import Device, DeviceInfo
+from undercap.devices.statefile import (
+    read_boot_id,
+    read_state,
+    remove_state,
+    state_dir,
+    state_path,
+    write_state,
+)
+from undercap.errors import DeviceError, DevicePermissionError
+
+# NVML return code name (nvml.h NVML_ERROR_*) -> what to do. NO_PERMISSION becomes a
+# DevicePermissionError, every other code a DeviceError.
+_FIXES = {
+    "NO_PERMISSION": "run as root (sudo); changing clocks needs root",
+    "NOT_SUPPORTED": "this GPU or driver does not support it; leave out "
+    "--allow-clock-control to profile at the current clock",
+    "LIBRARY_NOT_FOUND": "libnvidia-ml.so.1 was not found: install the NVIDIA driver",
+    "DRIVER_NOT_LOADED": "the NVIDIA driver is not loaded: check `nvidia-smi`",
+    "GPU_IS_LOST": "the GPU fell off the bus: check dmesg, then reset or reboot",
+    "FUNCTION_NOT_FOUND": "the driver is too old for this call: update it",
+    "RESET_REQUIRED": "reset the GPU (nvidia-smi -r) or reboot",
+    "INSUFFICIENT_POWER": "check the GPU's power cables",
+    "INVALID_ARGUMENT": "NVML rejected the value; see `nvidia-smi -q -d CLOCK`",
+}
+
+
+def import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError as e:
+        raise DeviceError(
+            "the nvml backend needs nvidia-ml-py: pip install 'undercap[nvml]'"
+        ) from e
+    return pynvml
+
+
+def torch_cuda_synchronize() -> None:
+    """Wait for queued CUDA work, if this process already uses torch with CUDA.
+    Never imports torch (device modules must not)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_available() and cuda.is_initialized():
+        cuda.synchronize()
+
+
+def nvml_error(nv: Any, e: BaseException, what: str) -> DeviceError:
+    """One NVML exception -> one project error naming the failed operation and the fix."""
+    code = getattr(e, "value", None)
+    for name, fix in _FIXES.items():
+        if code is not None and code == getattr(nv, f"NVML_ERROR_{name}", object()):
+            cls = DevicePermissionError if name == "NO_PERMISSION" else DeviceError
+            return cls(f"{what} failed: NVML says {e}; {fix}")
+    return DeviceError(f"{what} failed: NVML error {e} (code {code})")
+
+
+def _text(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def _field_value(nv: Any, v: Any) -> float:
+    """The number in a c_nvmlFieldValue_t, by its value type."""
+    attr = {
+        getattr(nv, "NVML_VALUE_TYPE_DOUBLE", 0): "dVal",
+        getattr(nv, "NVML_VALUE_TYPE_UNSIGNED_INT", 1): "uiVal",
+        getattr(nv, "NVML_VALUE_TYPE_UNSIGNED_LONG", 2): "ulVal",
+        getattr(nv, "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG", 3): "ullVal",
+        getattr(nv, "NVML_VALUE_TYPE_SIGNED_LONG_LONG", 4): "sllVal",
+        getattr(nv, "NVML_VALUE_TYPE_SIGNED_INT", 5): "siVal",
+        getattr(nv, "NVML_VALUE_TYPE_UNSIGNED_SHORT", 6): "usVal",
+    }.get(v.valueType, "uiVal")
+    return float(getattr(v.value, attr))
+
+
+def nvml_device_count(nvml: Any = None) -> int:
+    """How many GPUs NVML sees (initialises and shuts NVML down again)."""
+    nv = nvml or import_pynvml()
+    try:
+        nv.nvmlInit()
+        try:
+            return int(nv.nvmlDeviceGetCount())
+        finally:
+            nv.nvmlShutdown()
+    except nv.NVMLError as e:
+        raise nvml_error(nv, e, "NVML initialisation") from e
+
+
+class NvmlDevice(Device):
+    """GPU `index` as NVML numbers it. `nvml` replaces the pynvml module (tests)."""
+
+    is_simulated = False
+
+    def __init__(
+        self,
+        index: int = 0,
+        *,
+        allow_clock_control: bool = False,
+        nvml: Any = None,
+        expect_uuid: str | None = None,
+        state_file: str | Path | None = None,
+    ) -> None:
+        self._nv = nvml or import_pynvml()
+        self.index, self.name = index, f"nvml:{index}"
+        self.allow_clock_control = allow_clock_control
+        self.read_only = not allow_clock_control
+        self._open = False
+        self._call(self._nv.nvmlInit, what="NVML initialisation")
+        self._open = True
+        try:
+            count = int(self._call(self._nv.nvmlDeviceGetCount, what="counting GPUs"))
+            if not 0 <= index < count:
+                raise DeviceError(
+                    f"{self.name} does not exist: NVML sees {count} GPU(s) (nvml:0 .. nvml:{count - 1})"
+                )
+            self._h = self._call(self._nv.nvmlDeviceGetHandleByIndex, index, what=self.name)
+            self.uuid = _text(self._call(self._nv.nvmlDeviceGetUUID, self._h, what="GPU uuid"))
+            if expect_uuid and self.uuid != expect_uuid:
+                raise DeviceError(
+                    f"{self.name} is now GPU {self.uuid}, not {expect_uuid} as recorded: the GPUs "
+                    "were renumbered; set CUDA_DEVICE_ORDER/check `nvidia-smi -L` and retry"
+                )
+            self.gpu_name = _text(self._call(self._nv.nvmlDeviceGetName, self._h, what="GPU name"))
+        except BaseException:
+            self.close()
+            raise
+        self.device_key = f"nvml-{self.uuid}"
+        self.state_file = Path(state_file or state_path(self.device_key, state_dir("/")))
+        self.last_snap: dict[str, float] | None = None
+        self._freqs: tuple[float, ...] | None = None
+        self._mem_clock_mhz: int | None = None
+        self._power_source: str | None = None  # "instant field" or "power usage (average)"
+        self._energy_ok: bool | None = None
+        self._locked_mhz: float | None = None
+        self._depth, self._original, self._state_written = 0, None, False
+
+    def _call(self, fn: Any, *args: Any, what: str) -> Any:
+        try:
+            return fn(*args)
+        except self._nv.NVMLError as e:
+            raise nvml_error(self._nv, e, what) from e
+
+    def _optional(self, fn_name: str, *args: Any) -> Any:
+        """A query some GPUs/drivers lack: None instead of an error."""
+        fn = getattr(self._nv, fn_name, None)
+        if fn is None:
+            return None
+        try:
+            return fn(*args)
+        except self._nv.NVMLError:
+            return None
+
+    # --- clocks ---------------------------------------------------------------------
+    def available_freqs_mhz(self) -> tuple[float, ...]:
+        """Graphics clocks supported at the highest memory clock (the one training
+        runs at), ascending."""
+        if self._freqs is None:
+            nv, h = self._nv, self._h
+            mems = self._call(nv.nvmlDeviceGetSupportedMemoryClocks, h, what="supported clocks")
+            if not mems:
+                raise DeviceError(f"{self.name}: NVML lists no supported memory clocks")
+            self._mem_clock_mhz = int(max(mems))
+            gfx = self._call(
+                nv.nvmlDeviceGetSupportedGraphicsClocks,
+                h,
+                self._mem_clock_mhz,
+                what="supported graphics clocks",
+            )
+            self._freqs = tuple(sorted({float(f) for f in gfx}))
+        return self._freqs
+
+    def current_freq_mhz(self) -> float:
+        nv = self._nv
+        return float(
+            self._call(nv.nvmlDeviceGetClockInfo, self._h, nv.NVML_CLOCK_GRAPHICS, what="clock")
+        )
+
+    def set_freq_mhz(self, freq_mhz: float) -> float:
+        """Lock the graphics clock. Returns the locked clock: NVML locks exactly at a
+        supported clock, and the clock read back on an idle GPU need not show it (the
+        read-back is kept in `last_snap` when it differs)."""
+        if not self.allow_clock_control:
+            raise DevicePermissionError(
+                f"{self.name}: clock control is off (read-only by default); pass "
+                "--allow-clock-control (needs root) to lock GPU clocks"
+            )
+        if self._depth == 0:
+            raise DeviceError(
+                "set_freq_mhz was called outside undercap.devices.controlled()/locked() "
+                "(internal error)"
+            )
+        target = self.nearest_freq_mhz(freq_mhz)
+        self._record_original()
+        mhz = int(round(target))
+        self._call(
+            self._nv.nvmlDeviceSetGpuLockedClocks,
+            self._h,
+            mhz,
+            mhz,
+            what=f"locking {self.name} at {mhz} MHz",
+        )
+        self._locked_mhz = target
+        actual = self.current_freq_mhz()
+        self.last_snap = (
+            None
+            if actual == target and target == freq_mhz
+            else {"requested_mhz": float(freq_mhz), "step_mhz": target, "actual_mhz": actual}
+        )
+        return target
+
+    # --- state ----------------------------------------------------------------------
+    def boot_id(self) -> str | None:
+        return read_boot_id("/")
+
+    def save_state(self) -> dict[str, Any]:
+        state = {"uuid": self.uuid, "index": self.index, "locked_mhz": self._locked_mhz}
+        if self._depth == 0:
+            self._check_leftover_state()
+            self._original, self._state_written = state, False
+        self._depth += 1
+        return state
+
+    def _check_leftover_state(self) -> None:
+        if not self.state_file.is_file() or not self.allow_clock_control:
+            return
+        saved = read_state(self.state_file)
+        if saved.from_other_boot(self.boot_id()):
+            remove_state(self.state_file)
+        elif saved.owner_running():
+            raise DeviceError(
+                f"another undercap process (pid {saved.pid}) has locked {self.name}'s clocks; "
+                "wait for it to finish"
+            )
+        else:
+            raise DeviceError(
+                f"an earlier undercap run (pid {saved.pid}) left {self.name}'s clocks locked; "
+                f"run `undercap restore --state-file {self.state_file}` first"
+            )
+
+    def _record_original(self) -> None:
+        if self._state_written or self._original is None:
+            return
+        write_state(
+            self.state_file,
+            backend="nvml",
+            device_key=self.device_key,
+            open_args={"index": self.index, "uuid": self.uuid},
+            state=self._original,
+            boot_id=self.boot_id(),
+        )
+        self._state_written = True
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self._depth = max(0, self._depth - 1)
+        if self._state_written and self._locked_mhz != state.get("locked_mhz"):
+            self.apply_state(state)
+        if self._depth == 0:
+            if self._state_written:
+                remove_state(self.state_file)
+            self._original, self._state_written = None, False
+
+    def apply_state(self, state: dict[str, Any]) -> None:
+        """Lock at the saved clock, or unlock when none was locked."""
+        locked = state.get("locked_mhz")
+        if locked is None:
+            self._call(
+                self._nv.nvmlDeviceResetGpuLockedClocks,
+                self._h,
+                what=f"unlocking {self.name}'s clocks",
+            )
+        else:
+            mhz = int(round(float(locked)))
+            self._call(
+                self._nv.nvmlDeviceSetGpuLockedClocks,
+                self._h,
+                mhz,
+                mhz,
+                what=f"locking {self.name} at {mhz} MHz",
+            )
+        self._locked_mhz = None if locked is None else float(locked)
+
+    # --- sensors --------------------------------------------------------------------
+    def power_w(self) -> float:
+        nv = self._nv
+        field = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
+        if field is not None and self._power_source != "power usage (average)":
+            try:
+                v = nv.nvmlDeviceGetFieldValues(self._h, [field])[0]
+                if v.nvmlReturn == nv.NVML_SUCCESS:
+                    self._power_source = "instant field"
+                    return _field_value(nv, v) / 1000.0  # mW
+            except nv.NVMLError:
+                pass
+        self._power_source = "power usage (average)"
+        return self._call(nv.nvmlDeviceGetPowerUsage, self._h, what="reading power") / 1000.0
+
+    def energy_j(self) -> float | None:
+        if self._energy_ok is False:
+            return None
+        nv = self._nv
+        try:
+            mj = nv.nvmlDeviceGetTotalEnergyConsumption(self._h)
+        except nv.NVMLError as e:
+            unsupported = (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_FUNCTION_NOT_FOUND)
+            if getattr(e, "value", None) in unsupported:
+                self._energy_ok = False
+                return None
+            raise nvml_error(nv, e, "reading the energy counter") from e
+        self._energy_ok = True
+        return float(mj) / 1000.0
+
+    def memory_bytes(self) -> int:
+        info = self._call(self._nv.nvmlDeviceGetMemoryInfo, self._h, what="memory info")
+        return int(info.total)
+
+    def synchronize(self) -> None:
+        torch_cuda_synchronize()
+
+    # --- description ----------------------------------------------------------------
+    def _power_limits(self) -> dict[str, Any]:
+        """Power limits in W (mW in NVML); None where the GPU does not report them."""
+        queries = {
+            "power_limit_w": "nvmlDeviceGetPowerManagementLimit",
+            "power_limit_default_w": "nvmlDeviceGetPowerManagementDefaultLimit",
+            "power_limit_enforced_w": "nvmlDeviceGetEnforcedPowerLimit",
+        }
+        out: dict[str, Any] = {}
+        for key, fn in queries.items():
+            mw = self._optional(fn, self._h)
+            out[key] = None if mw is None else mw / 1000.0
+        c = self._optional("nvmlDeviceGetPowerManagementLimitConstraints", self._h)
+        out["power_limit_constraints_w"] = None if c is None else [c[0] / 1000.0, c[1] / 1000.0]
+        return out
+
+    def _control_status(self) -> tuple[bool, str]:
+        if not self.allow_clock_control:
+            return False, "no: read-only by default (pass --allow-clock-control, needs root)"
+        if hasattr(os, "geteuid") and os.geteuid() != 0:
+            return False, "no: locking clocks needs root (run with sudo)"
+        return True, "yes (nvmlDeviceSetGpuLockedClocks)"
+
+    def info(self) -> DeviceInfo:
+        permitted, control = self._control_status()
+        try:
+            freqs = self.available_freqs_mhz()
+        except DeviceError as e:
+            freqs, control = (), f"{control}; clock table unavailable: {e}"
+        energy = self.energy_j()
+        power_ok = True
+        try:
+            self.power_w()
+        except DeviceError:
+            power_ok = False
+        details: dict[str, Any] = {
+            "gpu": self.gpu_name,
+            "uuid": self.uuid,
+            "driver": _text(self._optional("nvmlSystemGetDriverVersion") or "") or None,
+            "memory_clock_mhz": self._mem_clock_mhz,
+            "current_clock_mhz": self._optional(
+                "nvmlDeviceGetClockInfo", self._h, self._nv.NVML_CLOCK_GRAPHICS
+            ),
+            "power_source": self._power_source,
+            "control": control,
+            "state_file": str(self.state_file),
+            **self._power_limits(),
+        }
+        sensors = (f"board power ({self._power_source})",) if power_ok else ()
+        return DeviceInfo(
+            name=self.name,
+            backend="nvml",
+            is_simulated=False,
+            freqs_mhz=freqs,
+            memory_bytes=self.memory_bytes(),
+            power_sensors=sensors + (("energy counter",) if energy is not None else ()),
+            has_energy_counter=energy is not None,
+            control_permitted=permitted,
+            details=details,
+        )
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            with contextlib.suppress(self._nv.NVMLError):
+                self._nv.nvmlShutdown()
