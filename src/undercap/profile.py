@@ -124,6 +124,7 @@ class _Run:
         self.rows: list[ProfileRow] = []
         self.unfit: list[int] = []
         self.steps = 0
+        self.snaps: list[dict[str, float]] = []  # configurations whose clock read back differently
         self.can_control = not device.read_only and device.info().control_permitted
         self.host_steps = settings.host_steps or not device.is_simulated
 
@@ -152,7 +153,16 @@ class _Run:
 
     def measure(self, b: int, freq_mhz: float | None) -> ProfileRow:
         dev, s = self.device, self.settings
-        actual = dev.set_freq_mhz(freq_mhz) if freq_mhz is not None else dev.current_freq_mhz()
+        if freq_mhz is None:  # read-only: measure at whatever clock the device runs
+            step = dev.current_freq_mhz()
+        else:
+            # Rows are keyed by the requested step: a throttled board can read back
+            # the same clock for two steps, which would make duplicate rows.
+            step, read_back = freq_mhz, dev.set_freq_mhz(freq_mhz)
+            if abs(read_back - freq_mhz) > 1e-6:
+                self.snaps.append(
+                    {"batch_size": b, "freq_mhz": freq_mhz, "read_back_mhz": read_back}
+                )
         if not dev.is_simulated:
             self.stepper.set_batch_size(b)
         for _ in range(s.warmup_steps):
@@ -169,7 +179,7 @@ class _Run:
         stats = sampler.stats()
         row = ProfileRow(
             batch_size=b,
-            freq_mhz=float(actual),
+            freq_mhz=float(step),
             time_per_sample_s=(t1 - t0) / (s.measure_steps * b),
             peak_power_w=stats.peak_w,
             mean_power_w=stats.mean_w,
@@ -259,6 +269,7 @@ def run_profile(
             measure_steps=settings.measure_steps,
             sample_rate_hz=settings.sample_rate_hz,
             host_torch_device=stepper.device,
+            clock_snaps=run.snaps,
         ),
     )
 
