@@ -283,3 +283,33 @@ def test_wall_clock_guard_steps_down_to_the_floor_then_stops(digits, jetson):
     # locked at 614.4, then one step down per window to 76.8, then restored
     assert maxes[:-1] == [f for f in reversed(table) if f <= 614.4]
     assert maxes[-1] == int(before["max_freq"]) / 1e6
+
+
+def test_resume_keeps_guard_state_and_clock(digits, tmp_path, monkeypatch):
+    from undercap.loop import Trainer
+
+    kw = dict(freq_mhz=TOP_MHZ, power_limit_w=SLIGHT_LIMIT_W, target_accuracy=1.0,
+              max_samples=1600, eval_every_samples=512, guard_window_s=0.1,
+              sample_rate_hz=200.0)  # fmt: skip
+    full = train(nano(), digits, **kw)
+    step = Trainer.step
+
+    def dying_step(self):
+        if self.samples >= 1024:
+            raise RuntimeError("killed")
+        step(self)
+
+    ck = tmp_path / "ck"
+    monkeypatch.setattr(Trainer, "step", dying_step)
+    with pytest.raises(RuntimeError, match="killed"):
+        train(nano(), digits, checkpoint_dir=ck, checkpoint_every_samples=256, **kw)
+    monkeypatch.setattr(Trainer, "step", step)
+    dev = nano()
+    r = train(dev, digits, checkpoint_dir=ck, checkpoint_every_samples=256, resume=True, **kw)
+    assert r.resumed_from == 1024 and dev.save_state()["locked_freq_mhz"] is None
+    # the step-down before the kill is kept, and the resumed part ran at the guarded clock
+    assert r.guard_events == full.guard_events
+    assert (r.freq_mhz_start, r.freq_mhz_final) == (TOP_MHZ, full.freq_mhz_final)
+    assert r.curve == full.curve and r.samples_trained == full.samples_trained
+    assert r.train_time_s == pytest.approx(full.train_time_s, rel=1e-9)
+    assert r.energy_j == pytest.approx(full.energy_j, rel=0.02)

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from undercap.errors import ArtifactError
+from undercap.errors import ArtifactError, UndercapError
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_SCHEMA = "undercap.train-checkpoint/1"
@@ -79,3 +79,26 @@ def check_same_config(saved: Mapping[str, Any], current: Mapping[str, Any], wher
             f"checkpoint {where} was written for a different run ({shown}{more}); "
             "resume with the same settings or use another --checkpoint-dir"
         )
+
+
+def checkpoint_to_resume(
+    checkpoint_dir: str | Path | None, resume: bool, config: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The checkpoint a run continues from: None for a fresh run. Refuses to resume
+    nothing, to overwrite a resumable run without --resume, and to mix configs."""
+    if checkpoint_dir is None:
+        if resume:
+            raise UndercapError("--resume needs --checkpoint-dir (where the checkpoint is)")
+        return None
+    saved = load_checkpoint(checkpoint_dir)
+    where = checkpoint_path(checkpoint_dir)
+    if resume and saved is None:
+        raise ArtifactError(f"no checkpoint at {where} to resume; run without --resume")
+    if not resume and saved is not None:
+        raise ArtifactError(
+            f"{where} already holds a checkpoint; pass --resume to continue that run "
+            "or use another --checkpoint-dir"
+        )
+    if saved is not None:
+        check_same_config(saved["config"], config, where)
+    return saved

@@ -32,11 +32,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from undercap.checkpoint import check_same_config, checkpoint_path, load_checkpoint
+from undercap.checkpoint import checkpoint_to_resume
 from undercap.checkpoint import save_checkpoint as _save
 from undercap.devices.base import Device, controlled
-from undercap.errors import ArtifactError, DevicePermissionError, UndercapError
-from undercap.guard import GuardEvent, PowerGuard, can_control_clocks
+from undercap.errors import DevicePermissionError
+from undercap.guard import STEP_DOWN, GuardEvent, PowerGuard, can_control_clocks
 from undercap.provenance import provenance
 from undercap.train_result import TrainResult
 from undercap.train_setup import RunSetup
@@ -173,6 +173,12 @@ class _Session:
         acc["exceeded_windows"] = self.acc.exceeded_windows + self.guard.exceeded_windows
         return acc
 
+    def locked_mhz(self) -> float | None:
+        """The clock the run holds now: the guard's last step-down, else the one
+        locked at the start (not a read-back, which a thermal cap may lower)."""
+        downs = [e.to_mhz for e in self.guard.events if e.action == STEP_DOWN]
+        return downs[-1] if downs else self.ckpt["freq_mhz_locked"]
+
     def save(self, trainer: Trainer) -> None:
         self.acc.last_ckpt_time_s = self.acc.train_time_s
         self.acc.last_ckpt_samples = trainer.samples
@@ -182,7 +188,7 @@ class _Session:
                 "config": self.ckpt["config"],
                 "trainer": trainer.state_dict(),
                 "accounts": self.snapshot(),
-                "freq_mhz": _current_freq(self.device),
+                "freq_mhz": self.locked_mhz(),
                 "guard_events": [e.to_dict() for e in self.guard.events],
                 "freq_mhz_start": self.ckpt["freq_mhz_start"],
                 "warnings": list(self.ckpt["warnings"]),
@@ -272,7 +278,7 @@ def train_on_device(
         guard_window_s=guard_window_s,
         torch_device=torch_device,
     )
-    saved = _prepare_checkpoint(checkpoint_dir, resume, setup.config)
+    saved = checkpoint_to_resume(checkpoint_dir, resume, setup.config)
     return _run(
         device,
         setup,
@@ -286,27 +292,6 @@ def train_on_device(
         sample_rate_hz=sample_rate_hz,
         progress=progress,
     )
-
-
-def _prepare_checkpoint(
-    checkpoint_dir: str | Path | None, resume: bool, config: dict[str, Any]
-) -> dict[str, Any] | None:
-    if checkpoint_dir is None:
-        if resume:
-            raise UndercapError("--resume needs --checkpoint-dir (where the checkpoint is)")
-        return None
-    saved = load_checkpoint(checkpoint_dir)
-    where = checkpoint_path(checkpoint_dir)
-    if resume and saved is None:
-        raise ArtifactError(f"no checkpoint at {where} to resume; run without --resume")
-    if not resume and saved is not None:
-        raise ArtifactError(
-            f"{where} already holds a checkpoint; pass --resume to continue that run "
-            "or use another --checkpoint-dir"
-        )
-    if saved is not None:
-        check_same_config(saved["config"], config, where)
-    return saved
 
 
 def _run(
@@ -329,7 +314,7 @@ def _run(
     device.check_fits(setup.workload, setup.batch_size)
     with _clock_control(device) as control:
         # On resume, continue at the frequency the guard had left, not the requested one.
-        want = saved["freq_mhz"] if saved and setup.freq_mhz is not None else setup.freq_mhz
+        want = saved["freq_mhz"] if saved else setup.freq_mhz
         freq_start = _lock(device, want, control)
         if saved is not None:
             freq_start = saved["freq_mhz_start"]
@@ -349,7 +334,12 @@ def _run(
                 guard,
                 setup.workload,
                 accounts,
-                checkpoint={**checkpoint, "freq_mhz_start": freq_start, "warnings": warnings},
+                checkpoint={
+                    **checkpoint,
+                    "freq_mhz_start": freq_start,
+                    "freq_mhz_locked": want,
+                    "warnings": warnings,
+                },
                 cuda_sync=setup.cuda_sync,
                 bar=bar,
             )
