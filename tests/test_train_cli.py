@@ -133,32 +133,20 @@ def selection(tmp_path: Path, **over) -> Path:
     return path
 
 
-def test_from_selection_sets_batch_frequency_and_limit(tmp_path, capsys):
+QUICK = "--dataset digits --limit 400 --target-accuracy 0.8 --max-samples 3000 --no-progress"
+
+
+def test_from_selection_sets_batch_frequency_limit_and_lr_scaling(tmp_path, capsys):
     out = tmp_path / "r.json"
-    rc = main(
-        [
-            "train",
-            "--from-selection",
-            str(selection(tmp_path)),
-            "--dataset",
-            "digits",
-            "--limit",
-            "400",
-            "--target-accuracy",
-            "0.8",
-            "--max-samples",
-            "3000",
-            "--eval-every",
-            "256",
-            "--no-progress",
-            "-o",
-            str(out),
-        ]
-    )
-    assert rc == 0
+    # the estimate the selection used: LR 2e-3 at its largest batch, 128
+    (tmp_path / "eff.json").write_text(json.dumps({"config": {"b_max": 128, "base_lr": 2e-3}}))
+    sel = selection(tmp_path, efficiency="eff.json")
+    args = ["train", "--from-selection", str(sel), *QUICK.split(), "--eval-every", "256"]
+    assert main([*args, "-o", str(out)]) == 0
     r = load_train_result(out)
     assert (r.batch_size, r.freq_mhz_start, r.power_limit_w) == (32, 768.0, 4.0)
     assert r.model == "small-cnn" and r.simulated
+    assert r.lr == pytest.approx(2e-3 * (32 / 128) ** 0.5)
     text = capsys.readouterr().out
     assert "[simulated]" in text and "time to 80.0%" in text and "energy" in text
 
@@ -172,21 +160,7 @@ def test_from_selection_sets_batch_frequency_and_limit(tmp_path, capsys):
 )
 def test_cli_errors_are_one_line(tmp_path, capsys, extra, message):
     extra = [str(tmp_path / "nope") if a == "NOPE" else a for a in extra]
-    rc = main(
-        [
-            "train",
-            "--from-selection",
-            str(selection(tmp_path)),
-            "--dataset",
-            "digits",
-            "--limit",
-            "200",
-            "--target-accuracy",
-            "0.8",
-            "--no-progress",
-            *extra,
-        ]
-    )
+    rc = main(["train", "--from-selection", str(selection(tmp_path)), *QUICK.split(), *extra])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error:") and message in err
     assert len(err.strip().splitlines()) == 1
