@@ -224,6 +224,8 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "gen": self._gen.get_state(),
             "torch_rng": torch.get_rng_state(),
+            # dropout on a GPU draws from CUDA's generators, not the CPU one
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "perm": self._perm,
             "pos": self._pos,
             "samples": self.samples,
@@ -239,6 +241,8 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self._gen.set_state(state["gen"])
         torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         self._perm = state["perm"]
         self._pos = int(state["pos"])
         self.samples = int(state["samples"])
