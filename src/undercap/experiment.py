@@ -1,0 +1,358 @@
+"""Baselines vs ours vs the oracle for one scenario (paper Sec. 5, Tables 2-4).
+
+A scenario is a model, a proxy and a target dataset, a device and a list of power
+limits. For each limit four methods pick a (batch size, frequency):
+
+* Baseline 1: the largest batch that fits, at the safe frequency;
+* Baseline 2: the batch minimising t(b, f_safe) * r_proxy(b), at the safe frequency;
+* ours (Algorithm 1): min over b of t(b, f_b) * r_proxy(b), f_b the highest feasible f;
+* oracle: the same with r_target(b), measured by training on the target at every b.
+
+The safe frequency is derived, not typed in: the highest frequency at which no
+supported model exceeds the limit (scenario.safe_profiles / select.safe_freq_mhz).
+r_proxy and r_target come from the same estimate (efficiency.estimate) on the proxy
+and on the target, from the same pre-trained weights.
+
+Then every method's configuration is trained on the target on the device once per
+seed (train.train_on_device), giving the measured time-to-accuracy and energy.
+Limits are processed tight to loose; a configuration (b, f, seed) trained under a
+limit where the power guard never acted is the very run a looser limit (or no limit)
+would produce, so it is reused and recorded as shared (RunRecord.shared_from).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from undercap.artifacts import Profile, load_profile, save_efficiency, save_json, save_profile
+from undercap.comparison import ChoiceRecord, Comparison, RunRecord, limit_label, limit_sort_key
+from undercap.errors import UndercapError
+from undercap.provenance import provenance
+from undercap.scenario import (
+    Log,
+    TrainingSetup,
+    check_feasible,
+    data_label,
+    estimate_efficiency,
+    num_classes_for,
+    pretrain_weights,
+    profile_model,
+    safe_frequencies,
+    safe_profiles,
+    stderr_log,
+)
+
+#: (batch_size, freq_mhz, seed, power_limit_w) -> the run (method fields filled later)
+TrainFn = Callable[[int, float, int, float | None], RunRecord]
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    device: str
+    model: str
+    proxy: Any  # pretrain.DataSpec
+    target: Any  # pretrain.DataSpec
+    power_limits_w: tuple[float | None, ...]
+    setup: TrainingSetup
+    seeds: tuple[int, ...] = (0, 1, 2)
+    target_accuracy: float | None = None  # absolute target on the target dataset, or ...
+    target_fraction: float | None = None  # ... a fraction of the best b_max accuracy
+    proxy_accuracy: float | None = None  # absolute proxy target (default: target_accuracy)
+    estimate_seeds: tuple[int, ...] | None = None  # seeds of the r(b) estimates (default: seeds)
+    pretrain_source: Any = None  # pretrain.DataSpec to pre-train on first, or None
+    pretrain_samples: int | None = None
+    profile: str | None = None  # a measured profile to reuse instead of profiling
+    safe_profiles: tuple[str, ...] = ()  # real devices: measured profiles of other models
+    cache_dir: str | None = None  # shared cache (profiles, estimates); default out/cache
+    device_options: dict[str, Any] = field(default_factory=dict)  # open_device kwargs
+
+    def validate(self) -> None:
+        if not self.power_limits_w:
+            raise UndercapError("give at least one power limit, e.g. --power-limits 5,7,none")
+        finite = [x for x in self.power_limits_w if x is not None]
+        if any(x <= 0 for x in finite) or len(set(self.power_limits_w)) != len(self.power_limits_w):
+            raise UndercapError(
+                f"power limits {self._limits_text()} must be distinct positive watts or 'none'"
+            )
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise UndercapError(f"seeds {list(self.seeds)} must be distinct and non-empty")
+        if (self.target_accuracy is None) == (self.target_fraction is None):
+            raise UndercapError("give exactly one of --target-accuracy or --target-fraction")
+
+    def _limits_text(self) -> str:
+        return ", ".join(limit_label(x) for x in self.power_limits_w)
+
+
+def choose_all(
+    profile: Profile,
+    relative_proxy: dict[int, float],
+    relative_target: dict[int, float],
+    limits: Sequence[float | None],
+    safe_freqs: dict[float | None, float],
+) -> list[ChoiceRecord]:
+    """Every method's configuration for every limit (select.*)."""
+    from undercap.select import baseline1, baseline2, oracle, select_ours
+
+    out = []
+    for lim in sorted(limits, key=limit_sort_key):
+        f_safe = safe_freqs[lim]
+        picks = [
+            (baseline1(profile, lim, f_safe, relative=relative_proxy), f_safe),
+            (baseline2(profile, relative_proxy, lim, f_safe), f_safe),
+            (select_ours(profile, relative_proxy, lim), None),
+            (oracle(profile, relative_target, lim), None),
+        ]
+        out += [_choice_record(c, safe) for c, safe in picks]
+    return out
+
+
+def _choice_record(c: Any, safe: float | None) -> ChoiceRecord:
+    return ChoiceRecord(
+        method=c.method,
+        power_limit_w=c.power_limit_w,
+        batch_size=c.batch_size,
+        freq_mhz=c.freq_mhz,
+        time_per_sample_s=c.time_per_sample_s,
+        peak_power_w=c.peak_power_w,
+        relative_samples=c.relative_samples,
+        safe_freq_mhz=safe,
+    )
+
+
+def _reusable(trained_limit: float | None, run: RunRecord, limit: float | None) -> bool:
+    """Is a run trained under `trained_limit` the run `limit` would give? Yes for the
+    same limit; and if the guard never acted under a limit at most as tight, because
+    then its window means never passed `trained_limit` <= `limit` either."""
+    if trained_limit == limit:
+        return True
+    if run.guard_events:
+        return False
+    return trained_limit is not None and (limit is None or trained_limit <= limit)
+
+
+def train_all(
+    choices: Sequence[ChoiceRecord],
+    seeds: Sequence[int],
+    train_fn: TrainFn,
+    *,
+    log: Log = stderr_log,
+) -> list[RunRecord]:
+    """Train every (choice, seed), tight limits first, reusing identical runs."""
+    done: dict[tuple[int, float, int], list[tuple[float | None, str, RunRecord]]] = {}
+    runs: list[RunRecord] = []
+    ordered = sorted(choices, key=lambda c: limit_sort_key(c.power_limit_w))
+    for c in ordered:
+        here = f"{c.method}@{limit_label(c.power_limit_w)}"
+        for seed in seeds:
+            key = (c.batch_size, c.freq_mhz, seed)
+            prior = next(
+                (
+                    (name, run)
+                    for lim, name, run in done.get(key, [])
+                    if _reusable(lim, run, c.power_limit_w)
+                ),
+                None,
+            )
+            if prior is None:
+                log(f"run {here}: batch size {c.batch_size} at {c.freq_mhz:g} MHz, seed {seed}")
+                run = train_fn(c.batch_size, c.freq_mhz, seed, c.power_limit_w)
+                done.setdefault(key, []).append((c.power_limit_w, here, run))
+                shared_from = None
+            else:
+                shared_from, run = prior
+            runs.append(
+                dataclasses.replace(
+                    run,
+                    method=c.method,
+                    power_limit_w=c.power_limit_w,
+                    seed=seed,
+                    shared_from=shared_from,
+                )
+            )
+    return runs
+
+
+# --- the whole comparison ----------------------------------------------------------------
+def run_comparison(
+    cfg: CompareConfig,
+    out_dir: str | Path,
+    *,
+    train_fn: TrainFn | None = None,
+    progress: bool = True,
+    log: Log = stderr_log,
+) -> Comparison:
+    """Profile, estimate, select and train for every limit, method and seed; write
+    the results folder (JSON, CSVs, Markdown, figures) and return the record."""
+    from undercap.devices import open_device
+    from undercap.report_compare import write_comparison_report
+
+    cfg.validate()
+    out = Path(out_dir)
+    cache = Path(cfg.cache_dir) if cfg.cache_dir else out / "cache"
+    t0 = time.monotonic()
+    with open_device(cfg.device, seed=0, **cfg.device_options) as device:
+        simulated = bool(device.is_simulated)
+        profile = _scenario_profile(cfg, device, cache, progress, log)
+        check_feasible(profile, cfg.power_limits_w)
+        safe = safe_frequencies(
+            safe_profiles(
+                device,
+                profile,
+                cache_dir=cache,
+                given=cfg.safe_profiles,
+                progress=progress,
+                log=log,
+            ),
+            cfg.power_limits_w,
+        )
+    save_profile(out / "profile.json", profile)
+    setup = _with_pretrained(cfg, out, progress, log)
+    eff_proxy, eff_target = _estimates(cfg, setup, cache, progress, log)
+    save_efficiency(out / "efficiency-proxy.json", eff_proxy)
+    save_efficiency(out / "efficiency-target.json", eff_target)
+    choices = choose_all(profile, eff_proxy.relative, eff_target.relative, cfg.power_limits_w, safe)
+    if train_fn is None:
+        train_fn = device_train_fn(cfg, setup, eff_target.target_accuracy, cache, progress, log)
+    runs = train_all(choices, cfg.seeds, train_fn, log=log)
+    comparison = Comparison(
+        device=cfg.device,
+        simulated=simulated,
+        model=cfg.model,
+        proxy=data_label(cfg.proxy),
+        target=data_label(cfg.target),
+        target_accuracy=eff_target.target_accuracy,
+        power_limits_w=tuple(cfg.power_limits_w),
+        seeds=tuple(cfg.seeds),
+        choices=tuple(choices),
+        runs=tuple(runs),
+        settings=_settings(cfg, setup, eff_proxy, eff_target, safe),
+        provenance=provenance(device=cfg.device, simulated=simulated, wall_s=time.monotonic() - t0),
+    )
+    save_json(out / "comparison.json", comparison.to_dict())
+    write_comparison_report(comparison, out)
+    return comparison
+
+
+def _scenario_profile(
+    cfg: CompareConfig, device: Any, cache: Path, progress: bool, log: Log
+) -> Profile:
+    if cfg.profile:
+        profile = load_profile(cfg.profile)
+        if profile.model != cfg.model:
+            raise UndercapError(
+                f"profile {cfg.profile} is of {profile.model}, not {cfg.model}; profile the model"
+            )
+        return profile
+    shape = model_shape(cfg.model, cfg.target)
+    return profile_model(
+        device,
+        cfg.model,
+        shape,
+        cfg.setup.batch_sizes,
+        num_classes=num_classes_for(cfg.model),
+        cache_dir=cache,
+        progress=progress,
+        log=log,
+    )
+
+
+def model_shape(model: str, data: Any) -> tuple[int, ...]:
+    """The per-sample input shape the model trains on: the data spec's image shape,
+    (context,) for text, else the model's default."""
+    from undercap.models import default_input_shape
+
+    if model == "char-transformer":
+        return (int(data.context),)
+    return tuple(data.input_shape) if data.input_shape else default_input_shape(model)
+
+
+def _with_pretrained(cfg: CompareConfig, out: Path, progress: bool, log: Log) -> TrainingSetup:
+    if cfg.pretrain_source is None:
+        return cfg.setup
+    if cfg.setup.pretrained:
+        raise UndercapError("give either --pretrain or --pretrained, not both")
+    path = pretrain_weights(
+        cfg.model,
+        cfg.pretrain_source,
+        out / "pretrained.pt",
+        max_samples=cfg.pretrain_samples,
+        torch_device=cfg.setup.torch_device,
+        progress=progress,
+        log=log,
+    )
+    return dataclasses.replace(cfg.setup, pretrained=path)
+
+
+def _estimates(
+    cfg: CompareConfig, setup: TrainingSetup, cache: Path, progress: bool, log: Log
+) -> tuple[Any, Any]:
+    seeds = cfg.estimate_seeds or cfg.seeds
+    proxy_acc = cfg.proxy_accuracy if cfg.proxy_accuracy is not None else cfg.target_accuracy
+    common = {"seeds": seeds, "work_root": cache / "efficiency", "progress": progress, "log": log}
+    eff_proxy = estimate_efficiency(
+        setup,
+        cfg.proxy,
+        target_accuracy=proxy_acc,
+        target_fraction=None if proxy_acc is not None else cfg.target_fraction,
+        role="proxy",
+        **common,
+    )
+    eff_target = estimate_efficiency(
+        setup,
+        cfg.target,
+        target_accuracy=cfg.target_accuracy,
+        target_fraction=cfg.target_fraction,
+        role="target",
+        **common,
+    )
+    return eff_proxy, eff_target
+
+
+def _settings(
+    cfg: CompareConfig, setup: TrainingSetup, eff_proxy: Any, eff_target: Any, safe: dict
+) -> dict[str, Any]:
+    return {
+        "batch_sizes": list(setup.batch_sizes),
+        "max_samples": setup.max_samples,
+        "eval_every_samples": setup.eval_every_samples,
+        "eval_max_samples": setup.eval_max_samples,
+        "lr": setup.lr,
+        "pretrained": setup.pretrained,
+        "pretrain_source": None if cfg.pretrain_source is None else cfg.pretrain_source.dataset,
+        "pretrain_samples": cfg.pretrain_samples,
+        "proxy_target_accuracy": eff_proxy.target_accuracy,
+        "target_fraction": cfg.target_fraction,
+        "estimate_seeds": list(cfg.estimate_seeds or cfg.seeds),
+        "relative_proxy": {str(b): r for b, r in sorted(eff_proxy.relative.items())},
+        "relative_target": {str(b): r for b, r in sorted(eff_target.relative.items())},
+        "safe_freq_mhz": {limit_label(k): v for k, v in safe.items()},
+        "data_dir": cfg.target.data_dir,
+    }
+
+
+def device_train_fn(
+    cfg: CompareConfig,
+    setup: TrainingSetup,
+    target_accuracy: float,
+    cache: Path,
+    progress: bool,
+    log: Log,
+) -> Any:  # device_runs.DeviceTrainer, a TrainFn
+    from undercap.device_runs import DeviceTrainer
+
+    return DeviceTrainer(
+        device_name=cfg.device,
+        model=cfg.model,
+        data=cfg.target,
+        setup=setup,
+        target_accuracy=target_accuracy,
+        cache_dir=cache / "train",
+        device_options=dict(cfg.device_options),
+        progress=progress,
+        log=log,
+    )
