@@ -133,7 +133,7 @@ def _record(b: int, seed: int, curve: list[tuple[int, float]], stop: str = "budg
     }
 
 
-def test_aggregate_excludes_batch_sizes_that_never_reached() -> None:
+def test_aggregate_excludes_batch_sizes_that_never_reached(tmp_path: Path) -> None:
     cfg = _cfg(batch_sizes=(8, 16, 32), seeds=(0, 1), max_samples=1000)
     up = [(200, 0.5), (400, 0.85), (600, 0.9)]
     late = [(200, 0.5), (400, 0.6), (800, 0.82)]
@@ -162,6 +162,10 @@ def test_aggregate_excludes_batch_sizes_that_never_reached() -> None:
     notes = " | ".join(eff.extra["notes"])
     assert "relative to b=16" in notes and "b=16: 1 of 2 seeds" in notes and "[32]" in notes
     Efficiency.from_dict(json.loads(json.dumps(eff.to_dict())))  # valid artifact
+    from undercap.report_efficiency import plot_efficiency
+
+    png = plot_efficiency(eff, tmp_path / "excluded.png")  # hatched bar for b=32
+    assert png.read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(UndercapError, match="no batch size reached"):
         aggregate(cfg, records, {"mode": "absolute", "accuracy": 0.95})
 

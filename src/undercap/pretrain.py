@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from torch import nn
 from undercap.datasets.base import Splits
 from undercap.errors import UndercapError
 from undercap.loop import EvalPoint, LoopConfig, Trainer
+from undercap.provenance import provenance
 
 
 def resolve_torch_device(name: str) -> str:
@@ -160,6 +162,7 @@ def pretrain(
     max_samples: int | None = None,
     epochs: float | None = None,
     eval_every_samples: int | None = None,
+    eval_max_samples: int | None = None,
     seed: int = 0,
     torch_device: str = "auto",
     progress: bool = True,
@@ -168,7 +171,8 @@ def pretrain(
 
     The budget is `max_samples`, or `epochs` passes over the training split
     (default 5 epochs when neither is given). Evaluates on the test split
-    `eval_every_samples` apart (default: once per epoch) and at the end.
+    `eval_every_samples` apart (default: once per epoch) and at the end, on at most
+    `eval_max_samples` test samples (default all).
     """
     from undercap.models import default_lr, save_weights
 
@@ -189,6 +193,7 @@ def pretrain(
         target_accuracy=None,
         max_samples=max_samples,
         eval_every_samples=eval_every_samples or splits.n_train,
+        eval_max_samples=eval_max_samples,
         seed=seed,
     )
     bar = sample_bar(max_samples, f"pretrain {model_name}", progress)
@@ -213,6 +218,8 @@ def pretrain(
         "seed": seed,
         "wall_s": wall_s,
         "torch_device": device,
+        # plain str/int values only: weights_only loading refuses e.g. torch's TorchVersion
+        "provenance": json.loads(json.dumps(provenance(seed=seed, torch_device=device))),
     }
     save_weights(model.cpu(), out, meta)
     return PretrainResult(

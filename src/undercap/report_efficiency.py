@@ -26,9 +26,13 @@ def _curve_points(eff: Efficiency) -> dict[int, list[list[tuple[int, float]]]]:
 def _mean_curve(seed_curves: list[list[tuple[int, float]]]) -> tuple[list[int], list[float]]:
     """Mean accuracy at the evaluation points all seeds share (runs that stopped at
     the target are shorter; the mean covers the common prefix)."""
-    common = min((len(c) for c in seed_curves), default=0)
-    xs = [seed_curves[0][i][0] for i in range(common)]
-    ys = [sum(c[i][1] for c in seed_curves) / len(seed_curves) for i in range(common)]
+    xs: list[int] = []
+    ys: list[float] = []
+    for points in zip(*seed_curves, strict=False):
+        if any(p[0] != points[0][0] for p in points):
+            break  # seeds evaluated at different sample counts: no common point
+        xs.append(points[0][0])
+        ys.append(sum(p[1] for p in points) / len(points))
     return xs, ys
 
 

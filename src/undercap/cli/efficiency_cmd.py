@@ -77,6 +77,19 @@ def _add_data_args(p: argparse.ArgumentParser, *, default: str | None) -> None:
         help="learning rate (estimate: at the largest batch; default: the model's)",
     )
     p.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N] (default auto)")
+    p.add_argument(
+        "--eval-max-samples",
+        type=positive_int,
+        default=None,
+        help="evaluate on at most N test samples (default: the whole test split)",
+    )
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="torch threads (estimate: per job; default: the cores, split between --jobs "
+        "workers; 1 is fastest on a busy machine)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -157,12 +170,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"evaluate every N training samples (default {DEFAULTS['eval_every']})",
     )
     e.add_argument(
-        "--eval-max-samples",
-        type=positive_int,
-        default=None,
-        help="evaluate on at most N test samples (default: the whole test split)",
-    )
-    e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
     )
     e.add_argument(
@@ -184,13 +191,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=1,
         help="run (b, seed) jobs in N worker processes (default 1)",
-    )
-    e.add_argument(
-        "--threads",
-        type=positive_int,
-        default=None,
-        help="torch threads per job (default: the cores split between --jobs workers; "
-        "1 is fastest on a busy machine)",
     )
     e.add_argument(
         "--work-dir",
@@ -224,6 +224,10 @@ def _data_spec(args: argparse.Namespace) -> Any:
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from undercap.pretrain import pretrain
 
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     res = pretrain(
         args.model,
         _data_spec(args),
@@ -233,6 +237,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         max_samples=args.max_samples,
         epochs=args.epochs,
         eval_every_samples=args.eval_every,
+        eval_max_samples=args.eval_max_samples,
         seed=args.seed,
         torch_device=args.torch_device,
         progress=not args.no_progress,
