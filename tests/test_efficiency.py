@@ -115,6 +115,28 @@ def test_relative_target_is_fraction_of_largest_batch_best(tmp_path: Path) -> No
     load_efficiency(save_efficiency(tmp_path / "e.json", eff))
 
 
+def test_plateau_ends_reference_runs_early(tmp_path: Path) -> None:
+    cfg = _cfg(
+        batch_sizes=(8, 32),
+        seeds=(0,),
+        target_accuracy=None,
+        target_fraction=0.9,
+        max_samples=6_000,
+        plateau_patience=2,
+    )
+    eff = _run(cfg, tmp_path / "w")
+    ref = json.loads((tmp_path / "w" / "runs" / "b32-seed0.json").read_text())
+    assert ref["stop"] == "plateau" and ref["samples_trained"] < 6_000
+    accs = [p[1] for p in ref["curve"]]
+    best_before = max(accs[:-2])
+    assert accs[-1] <= best_before and accs[-2] <= best_before  # 2 evals without a new best
+    assert eff.extra["config"]["plateau_patience"] == 2
+    # the same request is answered from the work dir
+    logs: list[str] = []
+    _run(cfg, tmp_path / "w", log=logs.append)
+    assert any("reused 2" in m for m in logs), logs
+
+
 def _record(b: int, seed: int, curve: list[tuple[int, float]], stop: str = "budget") -> dict:
     return {
         "schema": RUN_SCHEMA,
