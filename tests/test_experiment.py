@@ -173,6 +173,7 @@ def test_tiny_comparison_end_to_end(tmp_path):
         "profile.json",
         "efficiency-proxy.json",
         "efficiency-target.json",
+        "profile_3.5W.png",
     ):
         assert (out / name).is_file(), name
     assert c.simulated and len(c.runs) == 8 and len(c.choices) == 8

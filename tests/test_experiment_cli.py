@@ -40,14 +40,21 @@ def test_run_writes_the_results_folder(tmp_path, capsys):
     assert train["reached"] and train["simulated"] and train["power_limit_w"] == 3.5
     profile = json.loads((out / "profile.json").read_text())
     assert profile["mode"] == "efficient" and profile["power_limit_w"] == 3.5
-    # reusing the artifacts: no estimate, no profiling, same choice
+    # reusing the artifacts (no estimate, no profiling: same choice), pre-training first
     out2 = tmp_path / "res2"
     args2 = ["run", *QUICK, "--target", "digits", "--target-limit", "600", "--power-limit",
              "3.5", "--target-accuracy", "0.7", "--efficiency", str(out / "efficiency.json"),
-             "--profile", str(out / "profile.json"), "-o", str(out2)]  # fmt: skip
+             "--profile", str(out / "profile.json"), "--pretrain", "digits",
+             "--pretrain-limit", "200", "--pretrain-samples", "256", "-o", str(out2)]  # fmt: skip
     assert main(args2) == 0
     assert json.loads((out2 / "selection.json").read_text())["choice"] == sel["choice"]
-    assert "reusing" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "reusing r(b)" in err and "reusing profile" in err and "pre-trained small-cnn" in err
+    train2 = json.loads((out2 / "train.json").read_text())
+    assert (
+        train2["config"]["pretrained_sha256"] and train2["config"]["init"]["init"] == "pretrained"
+    )
+    assert list((out2 / "cache" / "pretrained").glob("small-cnn-*.pt"))
 
 
 @pytest.mark.parametrize(

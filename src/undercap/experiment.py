@@ -40,11 +40,11 @@ from undercap.scenario import (
     data_label,
     estimate_efficiency,
     num_classes_for,
-    pretrain_weights,
     profile_model,
     safe_frequencies,
     safe_profiles,
     stderr_log,
+    with_pretrained,
 )
 
 #: (batch_size, freq_mhz, seed, power_limit_w) -> the run (method fields filled later)
@@ -211,7 +211,14 @@ def run_comparison(
             cfg.power_limits_w,
         )
     save_profile(out / "profile.json", profile)
-    setup = _with_pretrained(cfg, out, progress, log)
+    setup = with_pretrained(
+        cfg.setup,
+        cfg.pretrain_source,
+        max_samples=cfg.pretrain_samples,
+        cache_dir=cache,
+        progress=progress,
+        log=log,
+    )
     eff_proxy, eff_target = _estimates(cfg, setup, cache, progress, log)
     save_efficiency(out / "efficiency-proxy.json", eff_proxy)
     save_efficiency(out / "efficiency-target.json", eff_target)
@@ -234,7 +241,7 @@ def run_comparison(
         provenance=provenance(device=cfg.device, simulated=simulated, wall_s=time.monotonic() - t0),
     )
     save_json(out / "comparison.json", comparison.to_dict())
-    write_comparison_report(comparison, out)
+    write_comparison_report(comparison, out, profile)
     return comparison
 
 
@@ -269,23 +276,6 @@ def model_shape(model: str, data: Any) -> tuple[int, ...]:
     if model == "char-transformer":
         return (int(data.context),)
     return tuple(data.input_shape) if data.input_shape else default_input_shape(model)
-
-
-def _with_pretrained(cfg: CompareConfig, out: Path, progress: bool, log: Log) -> TrainingSetup:
-    if cfg.pretrain_source is None:
-        return cfg.setup
-    if cfg.setup.pretrained:
-        raise UndercapError("give either --pretrain or --pretrained, not both")
-    path = pretrain_weights(
-        cfg.model,
-        cfg.pretrain_source,
-        out / "pretrained.pt",
-        max_samples=cfg.pretrain_samples,
-        torch_device=cfg.setup.torch_device,
-        progress=progress,
-        log=log,
-    )
-    return dataclasses.replace(cfg.setup, pretrained=path)
 
 
 def _estimates(

@@ -13,7 +13,6 @@ power limit -> one results folder:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,9 +37,9 @@ from undercap.scenario import (
     data_label,
     estimate_efficiency,
     num_classes_for,
-    pretrain_weights,
     profile_model,
     stderr_log,
+    with_pretrained,
 )
 
 SELECTION_SCHEMA = "undercap.selection/1"
@@ -82,7 +81,14 @@ def run_pipeline(
         profile = _profile(cfg, device, cache, progress, log)
     check_feasible(profile, [cfg.power_limit_w])
     save_profile(out / "profile.json", profile)
-    setup = _setup_with_weights(cfg, out, progress, log)
+    setup = with_pretrained(
+        cfg.setup,
+        cfg.pretrain_source,
+        max_samples=cfg.pretrain_samples,
+        cache_dir=cache,
+        progress=progress,
+        log=log,
+    )
     eff = _efficiency(cfg, setup, cache, progress, log)
     save_efficiency(out / "efficiency.json", eff)
     selection = select(profile, eff, cfg.power_limit_w)
@@ -99,23 +105,6 @@ def run_pipeline(
     text = summary_markdown(cfg, profile, eff, selection, result)
     write_atomic(out / "summary.md", text)
     return {"summary": text, "choice": choice, "result": result}
-
-
-def _setup_with_weights(cfg: RunConfig, out: Path, progress: bool, log: Log) -> TrainingSetup:
-    if cfg.pretrain_source is None:
-        return cfg.setup
-    if cfg.setup.pretrained:
-        raise UndercapError("give either --pretrain or --pretrained, not both")
-    path = pretrain_weights(
-        cfg.model,
-        cfg.pretrain_source,
-        out / "pretrained.pt",
-        max_samples=cfg.pretrain_samples,
-        torch_device=cfg.setup.torch_device,
-        progress=progress,
-        log=log,
-    )
-    return dataclasses.replace(cfg.setup, pretrained=path)
 
 
 def _efficiency(
@@ -263,7 +252,8 @@ def summary_markdown(
         f"# undercap run: {cfg.model} on {cfg.device}{sim}",
         "",
         f"- power limit: {limit_label(cfg.power_limit_w)}",
-        f"- r(b) from: {eff.dataset} (target accuracy {eff.target_accuracy:.3f}); "
+        f"- r(b) from: {cfg.efficiency or data_label(cfg.proxy)} (target accuracy "
+        f"{eff.target_accuracy:.3f}); "
         f"excluded batch sizes: {selection['excluded'] or 'none'}",
         f"- profile: {len(profile.rows)} configurations ({profile.mode} sweep)",
         f"- selected: batch size {c['batch_size']} at {c['freq_mhz']:g} MHz "

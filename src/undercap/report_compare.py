@@ -343,13 +343,56 @@ def _bar_values(s: SummaryRow | None, quantity: str) -> tuple[float | None, floa
     return s.energy_mean_j, s.energy_std_j
 
 
-def write_comparison_report(c: Comparison, out_dir: str | Path) -> dict[str, Path]:
-    """Write comparison.{md,csv}, summary.csv and the two figures into `out_dir`."""
+def _as_choice(rec: Any) -> Any:
+    from undercap.select import Choice
+
+    r = rec.relative_samples
+    return Choice(
+        method=rec.method,
+        batch_size=rec.batch_size,
+        freq_mhz=rec.freq_mhz,
+        time_per_sample_s=rec.time_per_sample_s,
+        peak_power_w=rec.peak_power_w,
+        relative_samples=r,
+        score=None if r is None else rec.time_per_sample_s * r,
+        power_limit_w=rec.power_limit_w,
+    )
+
+
+def plot_profile_choices(c: Comparison, profile: Any, out_dir: str | Path) -> dict[str, Path]:
+    """The profile (paper Figure 1) once per finite limit, with ours starred and
+    Baseline 1 at the comparison's safe frequency marked: profile_<limit>W.png."""
+    from undercap.report import plot_profile
+
+    out: dict[str, Path] = {}
+    for lim in _limits(c):
+        ours, b1 = c.choice("ours", lim), c.choice("baseline1", lim)
+        if lim is None or ours is None:
+            continue
+        path = Path(out_dir) / f"profile_{lim:g}W.png"
+        out[f"profile_{lim:g}W"] = plot_profile(
+            profile,
+            path,
+            power_limit_w=lim,
+            choice=_as_choice(ours),
+            baseline=None if b1 is None else _as_choice(b1),
+        )
+    return out
+
+
+def write_comparison_report(
+    c: Comparison, out_dir: str | Path, profile: Any = None
+) -> dict[str, Path]:
+    """Write comparison.md, runs.csv, summary.csv, the time and energy bars and,
+    given the scenario's profile, one marked profile plot per limit into `out_dir`."""
     out = Path(out_dir)
-    return {
+    paths = {
         "markdown": write_atomic(out / "comparison.md", markdown_report(c)),
         "runs_csv": write_atomic(out / "runs.csv", runs_csv(c)),
         "summary_csv": write_atomic(out / "summary.csv", summary_csv(c)),
         "time_figure": plot_bars(c, out / "time_to_accuracy.png", quantity="time"),
         "energy_figure": plot_bars(c, out / "energy.png", quantity="energy"),
     }
+    if profile is not None:
+        paths.update(plot_profile_choices(c, profile, out))
+    return paths

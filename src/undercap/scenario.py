@@ -9,6 +9,7 @@ dir per (role, configuration) (efficiency_runs.WorkDir), so a re-run reuses them
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -226,43 +227,49 @@ class TrainingSetup:
     jobs: int = 1
 
 
-def pretrain_weights(
-    model: str,
-    source: Any,  # pretrain.DataSpec
-    out_path: Path,
+def with_pretrained(
+    setup: TrainingSetup,
+    source: Any,  # pretrain.DataSpec or None
     *,
     max_samples: int | None,
-    torch_device: str,
+    cache_dir: Path,
     progress: bool,
     log: Log = stderr_log,
-) -> str:
-    """Pre-train `model` on `source` once; an existing weights file for the same
-    request (recorded next to it) is reused."""
+) -> TrainingSetup:
+    """`setup` starting from weights pre-trained on `source` (none: unchanged). The
+    weights are kept in the cache per request, so re-runs and other devices reuse them."""
+    if source is None:
+        return setup
+    if setup.pretrained:
+        raise UndercapError("give either --pretrain or --pretrained, not both")
     from undercap.pretrain import pretrain
 
-    request = {"model": model, "source": repr(source), "max_samples": max_samples}
-    meta_path = out_path.with_suffix(".request.json")
-    if out_path.exists() and meta_path.exists():
+    request = {"model": setup.model, "source": repr(source), "max_samples": max_samples}
+    path = cache_dir / "pretrained" / f"{safe_name(setup.model)}-{short_hash(request)}.pt"
+    meta_path = path.with_suffix(".request.json")
+    reuse = False
+    if path.exists() and meta_path.exists():
         try:
-            if load_json(meta_path).get("request") == request:
-                log(f"reusing pre-trained weights {out_path}")
-                return str(out_path)
+            reuse = load_json(meta_path).get("request") == request
         except ArtifactError:
-            pass
-    res = pretrain(
-        model,
-        source,
-        out_path,
-        max_samples=max_samples,
-        torch_device=torch_device,
-        progress=progress,
-    )
-    log(
-        f"pre-trained {model} on {source.dataset}: accuracy {res.accuracy:.3f} after "
-        f"{res.samples_trained} samples ({res.wall_s:.1f} s)"
-    )
-    save_json(meta_path, {"request": request, "accuracy": res.accuracy})
-    return str(out_path)
+            reuse = False
+    if reuse:
+        log(f"reusing pre-trained weights {path}")
+    else:
+        res = pretrain(
+            setup.model,
+            source,
+            path,
+            max_samples=max_samples,
+            torch_device=setup.torch_device,
+            progress=progress,
+        )
+        log(
+            f"pre-trained {setup.model} on {source.dataset}: accuracy {res.accuracy:.3f} "
+            f"after {res.samples_trained} samples ({res.wall_s:.1f} s)"
+        )
+        save_json(meta_path, {"request": request, "accuracy": res.accuracy, "meta": res.meta})
+    return dataclasses.replace(setup, pretrained=str(path))
 
 
 def estimate_efficiency(

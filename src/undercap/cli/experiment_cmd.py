@@ -360,6 +360,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sys.stdout.write(markdown_report(comparison))
     print(
         f"\nwrote {args.output}/ (comparison.json, comparison.md, runs.csv, summary.csv, "
-        "time_to_accuracy.png, energy.png)"
+        "time_to_accuracy.png, energy.png, profile_<limit>W.png)"
     )
     return 0
