@@ -206,6 +206,35 @@ def test_covers_reuses_only_runs_that_answer_the_request() -> None:
     assert covers(plateau, None, 1000, 1) and not covers(plateau, None, 1000, 2)
 
 
+def test_fresh_head_keeps_seeded_head_and_pretrained_body(tmp_path: Path) -> None:
+    import torch
+
+    from undercap.models import save_weights
+    from undercap.pretrain import initial_model, load_splits
+
+    splits = load_splits(DataSpec("digits", limit=100))
+    trained, _ = initial_model("small-cnn", splits, init_seed=123, pretrained=None)
+    weights = save_weights(trained, tmp_path / "w.pt", {"dataset": "digits"})
+    loaded, info = initial_model("small-cnn", splits, init_seed=5, pretrained=weights)
+    fresh, info_f = initial_model(
+        "small-cnn", splits, init_seed=5, pretrained=weights, fresh_head=True
+    )
+    scratch, _ = initial_model("small-cnn", splits, init_seed=5, pretrained=None)
+    t, lo, f, s = (m.state_dict() for m in (trained, loaded, fresh, scratch))
+    assert all(torch.equal(lo[k], t[k]) for k in t)  # same class count: everything loads
+    for k in t:
+        expected = s[k] if k.startswith("head.") else t[k]
+        assert torch.equal(f[k], expected), k
+    assert not torch.equal(f["head.weight"], t["head.weight"])
+    assert info_f["fresh_head"] and info_f["weights_meta"]["fresh_tensors"] == [
+        "head.bias",
+        "head.weight",
+    ]
+    assert not info["fresh_head"]
+    with pytest.raises(UndercapError, match="--fresh-head needs --pretrained"):
+        _cfg(fresh_head=True).validate()
+
+
 def test_config_validation() -> None:
     with pytest.raises(UndercapError, match="exactly one"):
         _cfg(target_fraction=0.9).validate()

@@ -63,6 +63,7 @@ class EstimateConfig:
     weight_decay: float | None = None  # None: 0 for Adam, 0.01 for AdamW
     pretrained: str | None = None  # weights file from `undercap pretrain`
     init_seed: int = 0  # the random init used by every run when there are no weights
+    fresh_head: bool = False  # re-initialise the classifier head after loading the weights
     plateau_patience: int | None = None  # reference runs stop after this many evals w/o gain
 
     @property
@@ -85,6 +86,8 @@ class EstimateConfig:
             raise UndercapError(
                 f"--max-samples {self.max_samples} is below the largest batch size {self.b_max}"
             )
+        if self.fresh_head and self.pretrained is None:
+            raise UndercapError("--fresh-head needs --pretrained weights")
         if self.eval_every_samples < 1:
             raise UndercapError("--eval-every must be a positive number of samples")
 
@@ -109,6 +112,7 @@ def fingerprint(cfg: EstimateConfig, base_lr: float, opt: str, wd: float) -> dic
         "eval_max_samples": cfg.eval_max_samples,
         "pretrained_sha256": file_sha256(cfg.pretrained) if cfg.pretrained else None,
         "init_seed": None if cfg.pretrained else cfg.init_seed,
+        "fresh_head": cfg.fresh_head,
     }
 
 
@@ -174,6 +178,7 @@ class _Runner:
             eval_max_samples=self.cfg.eval_max_samples,
             plateau_patience=patience,
             pretrained=self.cfg.pretrained,
+            fresh_head=self.cfg.fresh_head,
             init_seed=self.cfg.init_seed,
             path=str(self.workdir.run_path(b, seed)),
             torch_device=self.device,

@@ -47,6 +47,7 @@ class Job:
     path: str
     torch_device: str
     progress: bool
+    fresh_head: bool = False  # re-initialise the head after loading (transfer to a new task)
 
 
 class _Plateau(Exception):
@@ -95,7 +96,9 @@ def run_job(job: Job) -> dict[str, Any]:
     # Every b at one seed starts from the same weights; a fresh head (pre-trained
     # body) is initialised per seed, a random init is the fixed init_seed for all runs.
     init_seed = job.seed if job.pretrained else job.init_seed
-    model, init = initial_model(job.model, splits, init_seed=init_seed, pretrained=job.pretrained)
+    model, init = initial_model(
+        job.model, splits, init_seed=init_seed, pretrained=job.pretrained, fresh_head=job.fresh_head
+    )
     cfg = LoopConfig(
         batch_size=job.batch_size,
         lr=job.lr,

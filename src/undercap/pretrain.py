@@ -90,19 +90,38 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
 
 
 def initial_model(
-    model_name: str, splits: Splits, *, init_seed: int, pretrained: str | Path | None
+    model_name: str,
+    splits: Splits,
+    *,
+    init_seed: int,
+    pretrained: str | Path | None,
+    fresh_head: bool = False,
 ) -> tuple[nn.Module, dict[str, Any]]:
     """A fresh model for `splits`, initialised under `init_seed`, then overwritten by
     the pre-trained weights when given (a head whose shape does not match is left at
-    its seeded initialisation; `load_weights` reports that in the returned meta)."""
+    its seeded initialisation; `load_weights` reports that in the returned meta).
+
+    `fresh_head` keeps the seeded initialisation of the class-count dependent tensors
+    (the model's `head_prefixes`) even when their shapes match: transfer to a new task,
+    as when an ImageNet model gets a new classifier for the proxy's classes."""
     from undercap.models import build_model, load_weights
 
     torch.manual_seed(init_seed)
     model = build_model(model_name, num_classes=splits.num_classes, input_shape=splits.input_shape)
     if pretrained is None:
         return model, {"init": "random", "init_seed": init_seed}
+    heads = tuple(getattr(model, "head_prefixes", ("head.",)))
+    head_init = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(heads)}
     meta = dict(load_weights(model, pretrained) or {})
-    return model, {"init": "pretrained", "init_seed": init_seed, "weights_meta": meta}
+    if fresh_head:
+        model.load_state_dict(head_init, strict=False)
+        meta["fresh_tensors"] = sorted(head_init)
+    return model, {
+        "init": "pretrained",
+        "init_seed": init_seed,
+        "fresh_head": fresh_head,
+        "weights_meta": meta,
+    }
 
 
 def optimizer_settings(model_name: str, weight_decay: float | None) -> tuple[str, float]:

@@ -178,6 +178,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="weights from `undercap pretrain` "
         "(default: a seeded random init, the same for every run)",
     )
+    e.add_argument(
+        "--fresh-head",
+        action="store_true",
+        help="re-initialise the classifier head after loading --pretrained (per seed): "
+        "transfer to a new task, as an ImageNet model gets a new head for the proxy",
+    )
     e.add_argument("--init-seed", type=int, default=0, help="seed of the random init")
     e.add_argument(
         "--plateau-patience",
@@ -272,6 +278,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         weight_decay=args.weight_decay,
         pretrained=args.pretrained,
         init_seed=args.init_seed,
+        fresh_head=args.fresh_head,
         plateau_patience=args.plateau_patience,
     )
     work_dir = args.work_dir or Path(str(args.output) + ".runs")
