@@ -104,16 +104,6 @@ class _Stepper:
         return isinstance(e, oom) or "out of memory" in str(e).lower()
 
 
-def resolve_torch_device(torch_device: str, device: Device) -> str:
-    """'auto': CUDA when torch has it and the device is a real GPU (or, for simulated
-    devices, merely to run host steps faster), else CPU."""
-    if torch_device != "auto":
-        return torch_device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 class _Run:
     """State of one profiling session: measures configurations, records rows/cost."""
 
@@ -215,9 +205,11 @@ def run_profile(
     clock only."""
     settings = settings or ProfileSettings()
     shape = tuple(int(x) for x in input_shape)
+    from undercap.pretrain import resolve_torch_device
+
     wall0 = time.monotonic()
     stepper = _Stepper(
-        model_name, shape, num_classes, resolve_torch_device(torch_device, device), settings.seed
+        model_name, shape, num_classes, resolve_torch_device(torch_device), settings.seed
     )
     bar = _progress_bar(progress, device.name, model_name)
     run = _Run(device, stepper, settings, tick=bar.update)

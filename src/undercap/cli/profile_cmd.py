@@ -86,19 +86,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_plot_profile)
 
 
-def _default_num_classes(model: str) -> int:
-    if model == "char-transformer":
-        from undercap.datasets.text import VOCAB_SIZE
-
-        return VOCAB_SIZE
-    return 10
-
-
 def cmd_profile(args: argparse.Namespace) -> int:
     from undercap.artifacts import save_profile
     from undercap.errors import UndercapError
     from undercap.models import MODEL_NAMES, default_input_shape
     from undercap.profile import ProfileSettings, run_profile
+    from undercap.scenario import num_classes_for
 
     if args.model not in MODEL_NAMES:
         raise UndercapError(f"unknown model {args.model!r}; choose from {', '.join(MODEL_NAMES)}")
@@ -115,7 +108,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             args.model,
             input_shape,
             args.batch_sizes,
-            num_classes=args.num_classes or _default_num_classes(args.model),
+            num_classes=args.num_classes or num_classes_for(args.model),
             power_limit_w=args.power_limit,
             efficient=False if args.full else None,
             freqs_mhz=args.freqs_mhz,
