@@ -235,6 +235,25 @@ def test_fresh_head_keeps_seeded_head_and_pretrained_body(tmp_path: Path) -> Non
         _cfg(fresh_head=True).validate()
 
 
+def test_test_split_prefix_is_not_class_sorted(tmp_path: Path) -> None:
+    """A file stored class by class must not make eval_max_samples score one class."""
+    import numpy as np
+    import torch
+
+    from undercap.datasets import load_dataset
+    from undercap.pretrain import load_splits
+
+    y = np.repeat(np.arange(4, dtype=np.uint8), 50)  # sorted: 50 x class 0, then 1, ...
+    x = np.random.default_rng(0).integers(0, 255, (200, 8, 8, 3), dtype=np.uint8)
+    np.savez(tmp_path / "sorted.npz", x=x, y=y)
+    spec = DataSpec("npz:sorted.npz", data_dir=str(tmp_path))
+    raw = load_dataset(spec.dataset, data_dir=spec.data_dir)
+    splits = load_splits(spec)
+    assert len(set(splits.y_test[:10].tolist())) >= 3
+    assert torch.equal(splits.y_test.sort().values, raw.y_test.sort().values)
+    assert torch.equal(load_splits(spec).y_test, splits.y_test)  # deterministic
+
+
 def test_config_validation() -> None:
     with pytest.raises(UndercapError, match="exactly one"):
         _cfg(target_fraction=0.9).validate()

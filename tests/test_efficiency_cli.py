@@ -3,6 +3,7 @@ parallel workers, bad input."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -152,6 +153,11 @@ def test_pretrain_then_parallel_estimate_matches_serial(
     assert p.samples_to_target == s.samples_to_target
     assert p.extra["curves"] == s.extra["curves"]
     assert max(len(c) for c in s.extra["curves"]["8"].values()) > 1  # it did fine-tune
+    # head seeds: one per seed, the same for every b, never the pre-training seed (0)
+    runs = tmp_path / "s.json.runs" / "runs"
+    seeds = {f.name: json.loads(f.read_text())["init"]["init_seed"] for f in runs.iterdir()}
+    assert seeds["b8-seed0.json"] == seeds["b32-seed0.json"] != seeds["b8-seed1.json"]
+    assert 0 not in seeds.values()
 
 
 @pytest.mark.parametrize(

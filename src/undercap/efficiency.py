@@ -20,6 +20,7 @@ re-running an interrupted estimate reuses every finished run.
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import sys
 import time
@@ -179,11 +180,21 @@ class _Runner:
             plateau_patience=patience,
             pretrained=self.cfg.pretrained,
             fresh_head=self.cfg.fresh_head,
-            init_seed=self.cfg.init_seed,
+            init_seed=self._init_seed(seed),
             path=str(self.workdir.run_path(b, seed)),
             torch_device=self.device,
             progress=self.progress and self.jobs == 1,
         )
+
+    def _init_seed(self, seed: int) -> int:
+        """Without weights: the one fixed random init for every run. With weights, the
+        seed of the (fresh) head, per seed and derived from the weights file, so it can
+        never repeat the initial head the weights were pre-trained from (that head
+        fits the trained body unduly well: a run starting from it looks pre-trained)."""
+        sha = self.workdir.fingerprint.get("pretrained_sha256")
+        if sha is None:
+            return self.cfg.init_seed
+        return int(hashlib.sha256(f"{sha}:{seed}".encode()).hexdigest()[:8], 16)
 
     def _execute(self, todo: list[Job]) -> Iterable[Record]:
         if not todo:

@@ -43,7 +43,7 @@ class Job:
     eval_max_samples: int | None
     plateau_patience: int | None  # reference runs only: stop after this many evals w/o a new best
     pretrained: str | None
-    init_seed: int
+    init_seed: int  # seeds the model's initialisation (all of it, or the fresh head)
     path: str
     torch_device: str
     progress: bool
@@ -93,11 +93,13 @@ def run_job(job: Job) -> dict[str, Any]:
     t_load = time.perf_counter()
     splits = _splits(job.data, job.torch_device)  # cached per process
     t0 = time.perf_counter()
-    # Every b at one seed starts from the same weights; a fresh head (pre-trained
-    # body) is initialised per seed, a random init is the fixed init_seed for all runs.
-    init_seed = job.seed if job.pretrained else job.init_seed
+    # Every b at one seed starts from the same weights (init_seed: efficiency._Runner).
     model, init = initial_model(
-        job.model, splits, init_seed=init_seed, pretrained=job.pretrained, fresh_head=job.fresh_head
+        job.model,
+        splits,
+        init_seed=job.init_seed,
+        pretrained=job.pretrained,
+        fresh_head=job.fresh_head,
     )
     cfg = LoopConfig(
         batch_size=job.batch_size,

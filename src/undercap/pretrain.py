@@ -66,7 +66,14 @@ class DataSpec:
 
 
 def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
-    """Load the splits; on a GPU keep them there so batches need no host copy."""
+    """Load the splits, test split in a seeded random order; on a GPU keep them there
+    so batches need no host copy.
+
+    Why the shuffle: a file stored class by class (like the shared CIFAR quarters)
+    yields a class-sorted test split, and evaluating on at most N test samples
+    (LoopConfig.eval_max_samples) takes the first N: that would score 4 of 10
+    classes and swing with the model's class bias. Shuffled, any prefix is a random
+    subset; full-split accuracy is unchanged. Training order is the Trainer's own."""
     from undercap.datasets import load_dataset
 
     splits = load_dataset(
@@ -78,14 +85,13 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
         limit=spec.limit,
         split=spec.split,
     )
-    if torch_device == "cpu":
-        return splits
+    order = torch.randperm(splits.n_test, generator=torch.Generator().manual_seed(spec.seed))
     return dataclasses.replace(
         splits,
         x_train=splits.x_train.to(torch_device),
         y_train=splits.y_train.to(torch_device),
-        x_test=splits.x_test.to(torch_device),
-        y_test=splits.y_test.to(torch_device),
+        x_test=splits.x_test[order].to(torch_device),
+        y_test=splits.y_test[order].to(torch_device),
     )
 
 
