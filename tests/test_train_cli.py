@@ -82,7 +82,12 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
     assert full.reached and 0 < at_kill < full.samples_to_target
     assert r.resumed_from == at_kill
     assert r.samples_to_target == full.samples_to_target
-    assert r.curve == full.curve  # same evaluations, same accuracies
+    # same evaluations, same accuracies; losses equal up to float reduction order
+    # (the subprocess may use another number of torch threads)
+    assert [(p["samples"], p["accuracy"]) for p in r.curve] == [
+        (p["samples"], p["accuracy"]) for p in full.curve
+    ]
+    assert [p["loss"] for p in r.curve] == pytest.approx([p["loss"] for p in full.curve], rel=1e-4)
     assert r.steps == full.steps
     # device-side accounts continue from the checkpoint: nothing lost, nothing doubled
     assert r.time_to_accuracy_s == pytest.approx(full.time_to_accuracy_s, rel=1e-6)
