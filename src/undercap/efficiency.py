@@ -105,6 +105,7 @@ def fingerprint(cfg: EstimateConfig, base_lr: float, opt: str, wd: float) -> dic
         "limit": cfg.data.limit,
         "data_seed": cfg.data.seed,
         "split": cfg.data.split,
+        "test_order": "seeded-shuffle",  # pretrain.load_splits; older work dirs used file order
         "b_max": cfg.b_max,
         "base_lr": base_lr,
         "optimizer": opt,

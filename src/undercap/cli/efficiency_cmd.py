@@ -167,7 +167,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--eval-every",
         type=positive_int,
         default=DEFAULTS["eval_every"],
-        help=f"evaluate every N training samples (default {DEFAULTS['eval_every']})",
+        help=f"evaluate every N training samples; N(b) is resolved to this "
+        f"(default {DEFAULTS['eval_every']})",
     )
     e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
