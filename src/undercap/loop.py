@@ -39,7 +39,9 @@ class LoopConfig:
     target_accuracy: float | None = None  # None: train for the whole budget
     max_samples: int = 100_000
     eval_every_samples: int = 2_000
-    eval_max_samples: int | None = None  # evaluate on at most this many test samples
+    # Evaluate on the first N test samples only; the test split must then be in random
+    # order (pretrain.load_splits shuffles it: some files are stored class by class).
+    eval_max_samples: int | None = None
     seed: int = 0
 
 
