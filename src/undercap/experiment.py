@@ -197,7 +197,7 @@ def run_comparison(
     t0 = time.monotonic()
     with open_device(cfg.device, seed=0, **cfg.device_options) as device:
         simulated = bool(device.is_simulated)
-        profile = _scenario_profile(cfg, device, cache, progress, log)
+        profile = scenario_profile(cfg, device, cache, progress, log)
         check_feasible(profile, cfg.power_limits_w)
         safe = safe_frequencies(
             safe_profiles(
@@ -245,7 +245,7 @@ def run_comparison(
     return comparison
 
 
-def _scenario_profile(
+def scenario_profile(
     cfg: CompareConfig, device: Any, cache: Path, progress: bool, log: Log
 ) -> Profile:
     if cfg.profile:
