@@ -321,8 +321,10 @@ def plot_bars(c: Comparison, path: str | Path, *, quantity: str = "time") -> Pat
                 continue
             xs.append(i - 0.4 + width * (j + 0.5))
             ys.append(mean)
-            errs.append(std or 0.0)
-        ax.bar(xs, ys, width, yerr=errs, capsize=3, label=_label(m), color=f"C{j}")
+            errs.append(std)
+        # Error bars only where there is a spread (two or more seeds reached).
+        yerr = [e or 0.0 for e in errs] if any(e is not None for e in errs) else None
+        ax.bar(xs, ys, width, yerr=yerr, capsize=3, label=_label(m), color=f"C{j}")
     ax.set_xticks(range(len(limits)))
     ax.set_xticklabels([f"limit {limit_label(lim)}" for lim in limits])
     ylabel = "time to accuracy (s)" if quantity == "time" else "energy to accuracy (J)"
