@@ -79,3 +79,34 @@ def test_batches_that_do_not_fit_are_reported(nano):
     )
     assert prof.unfit_batch_sizes == (1 << 16,)
     assert prof.batch_sizes == (8,)
+
+
+def test_plot_profile_cli_marks_choice_and_given_safe_frequency(nano, tmp_path):
+    from undercap.artifacts import Efficiency, save_efficiency
+    from undercap.cli import main
+
+    prof = run_profile(
+        nano,
+        "small-cnn",
+        (3, 32, 32),
+        [8, 32],
+        progress=False,
+        settings=ProfileSettings(host_steps=False, warmup_steps=0, measure_steps=1),
+    )
+    save_profile(tmp_path / "p.json", prof)
+    eff = Efficiency("small-cnn", "digits", 0.9, {8: (100,), 32: (200,)}, {8: 0.5, 32: 1.0})
+    save_efficiency(tmp_path / "e.json", eff)
+    limit = str(max(r.peak_power_w for r in prof.rows))
+    args = [
+        "plot-profile",
+        str(tmp_path / "p.json"),
+        "--power-limit",
+        limit,
+        "--efficiency",
+        str(tmp_path / "e.json"),
+        "-o",
+        str(tmp_path / "f.png"),
+    ]
+    assert main([*args, "--safe-freq-mhz", "76.8"]) == 0
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main([*args[:-4], "-o", str(tmp_path / "g.png")]) == 0  # no choice marked

@@ -82,6 +82,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="efficiency artifact: mark the configuration undercap selects",
     )
+    q.add_argument(
+        "--safe-freq-mhz",
+        type=positive_float,
+        default=None,
+        help="Baseline 1's safe frequency (default: derived from this profile alone; "
+        "`undercap compare` derives it from every supported model)",
+    )
     q.add_argument("-o", "--output", type=Path, required=True, help="PNG to write")
     q.set_defaults(func=cmd_plot_profile)
 
@@ -151,7 +158,8 @@ def cmd_plot_profile(args: argparse.Namespace) -> int:
             raise UndercapError("--efficiency needs --power-limit W to mark a choice")
         eff = load_efficiency(args.efficiency)
         choice = select_ours(profile, eff.relative, args.power_limit)
-        baseline = baseline1(profile, args.power_limit, safe_freq_mhz([profile], args.power_limit))
+        safe = args.safe_freq_mhz or safe_freq_mhz([profile], args.power_limit)
+        baseline = baseline1(profile, args.power_limit, safe)
     out = plot_profile(
         profile, args.output, power_limit_w=args.power_limit, choice=choice, baseline=baseline
     )
