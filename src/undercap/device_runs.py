@@ -132,15 +132,9 @@ class DeviceTrainer:
                 target_accuracy=self.target_accuracy,
                 freq_mhz=f,
                 power_limit_w=limit,
-                max_samples=s.max_samples,
-                eval_every_samples=s.eval_every_samples,
-                eval_max_samples=s.eval_max_samples,
-                base_lr=s.lr,
-                max_batch_size=max(s.batch_sizes),
-                pretrained=s.pretrained,
                 seed=seed,
-                torch_device=s.torch_device,
                 progress=self.progress,
+                **s.train_kwargs(),
             )
 
 

@@ -223,17 +223,11 @@ def _train_on(
         target_accuracy=cfg.target_accuracy,
         freq_mhz=float(choice["freq_mhz"]),
         power_limit_w=cfg.power_limit_w,
-        max_samples=setup.max_samples,
-        eval_every_samples=setup.eval_every_samples,
-        eval_max_samples=setup.eval_max_samples,
-        base_lr=setup.lr,
-        max_batch_size=max(setup.batch_sizes),
-        pretrained=setup.pretrained,
         seed=cfg.seed,
         checkpoint_dir=ckpt,
         resume=resume,
-        torch_device=setup.torch_device,
         progress=progress,
+        **setup.train_kwargs(),
     )
 
 

@@ -226,6 +226,19 @@ class TrainingSetup:
     torch_device: str = "auto"
     jobs: int = 1
 
+    def train_kwargs(self) -> dict[str, Any]:
+        """The `train_on_device` arguments every device run of this setup shares,
+        so device training scales the LR and evaluates exactly as estimation did."""
+        return {
+            "max_samples": self.max_samples,
+            "eval_every_samples": self.eval_every_samples,
+            "eval_max_samples": self.eval_max_samples,
+            "base_lr": self.lr,
+            "max_batch_size": max(self.batch_sizes),
+            "pretrained": self.pretrained,
+            "torch_device": self.torch_device,
+        }
+
 
 def with_pretrained(
     setup: TrainingSetup,
