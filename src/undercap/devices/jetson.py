@@ -45,12 +45,12 @@ from undercap.devices.jetson_sysfs import (
     write_error,
 )
 from undercap.devices.statefile import (
+    RecordsOriginalState,
     read_boot_id,
     read_state,
     remove_state,
     state_dir,
     state_path,
-    write_state,
 )
 from undercap.errors import DeviceError, DevicePermissionError
 
@@ -72,7 +72,7 @@ def _gpu_arch(node: DevfreqNode) -> str | None:
     return suffix if suffix != "gpu" else node.of_name
 
 
-class JetsonDevice(Device):
+class JetsonDevice(RecordsOriginalState, Device):
     """The GPU of the Jetson whose filesystem is mounted at `sysfs_root`.
 
     writer: called as writer(path, value) for every sysfs write (default: a plain
@@ -82,6 +82,8 @@ class JetsonDevice(Device):
     state_file: where the original settings are recorded (default
         state_dir(sysfs_root)/state-jetson-<node>.json).
     """
+
+    state_backend = "jetson"
 
     is_simulated = False
 
@@ -263,18 +265,8 @@ class JetsonDevice(Device):
             return
         raise DeviceError(f"{problem}; {fix}")
 
-    def _record_original(self) -> None:
-        if self._state_written or self._original is None:
-            return
-        write_state(
-            self.state_file,
-            backend="jetson",
-            device_key=self.device_key,
-            open_args={"sysfs_root": str(self.root.resolve())},
-            state=self._original,
-            boot_id=self.boot_id(),
-        )
-        self._state_written = True
+    def _state_open_args(self) -> dict[str, Any]:
+        return {"sysfs_root": str(self.root.resolve())}
 
     def restore_state(self, state: dict[str, Any]) -> None:
         self._depth = max(0, self._depth - 1)

@@ -27,12 +27,12 @@ from typing import Any
 
 from undercap.devices.base import Device, DeviceInfo
 from undercap.devices.statefile import (
+    RecordsOriginalState,
     read_boot_id,
     read_state,
     remove_state,
     state_dir,
     state_path,
-    write_state,
 )
 from undercap.errors import DeviceError, DevicePermissionError
 
@@ -114,8 +114,10 @@ def nvml_device_count(nvml: Any = None) -> int:
         raise nvml_error(nv, e, "NVML initialisation") from e
 
 
-class NvmlDevice(Device):
+class NvmlDevice(RecordsOriginalState, Device):
     """GPU `index` as NVML numbers it. `nvml` replaces the pynvml module (tests)."""
+
+    state_backend = "nvml"
 
     is_simulated = False
 
@@ -265,18 +267,8 @@ class NvmlDevice(Device):
                 f"run `undercap restore --state-file {self.state_file}` first"
             )
 
-    def _record_original(self) -> None:
-        if self._state_written or self._original is None:
-            return
-        write_state(
-            self.state_file,
-            backend="nvml",
-            device_key=self.device_key,
-            open_args={"index": self.index, "uuid": self.uuid},
-            state=self._original,
-            boot_id=self.boot_id(),
-        )
-        self._state_written = True
+    def _state_open_args(self) -> dict[str, Any]:
+        return {"index": self.index, "uuid": self.uuid}
 
     def restore_state(self, state: dict[str, Any]) -> None:
         self._depth = max(0, self._depth - 1)

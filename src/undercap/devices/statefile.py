@@ -123,6 +123,37 @@ def write_state(
         ) from e
 
 
+class RecordsOriginalState:
+    """Mixin for backends that change real hardware: `_record_original()` writes the
+    settings saved before the first change to the state file, once per controlled
+    session, so `undercap restore` can replay them after SIGKILL or power loss."""
+
+    state_backend: str  # "jetson" or "nvml": how `replay` reopens the device
+    state_file: Path
+    device_key: str
+    _original: dict[str, Any] | None
+    _state_written: bool
+
+    def _state_open_args(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def boot_id(self) -> str | None:
+        raise NotImplementedError
+
+    def _record_original(self) -> None:
+        if self._state_written or self._original is None:
+            return
+        write_state(
+            self.state_file,
+            backend=self.state_backend,
+            device_key=self.device_key,
+            open_args=self._state_open_args(),
+            state=self._original,
+            boot_id=self.boot_id(),
+        )
+        self._state_written = True
+
+
 def read_state(path: str | Path) -> SavedState:
     """Load and check a state file; malformed files raise DeviceError naming the file."""
     path = Path(path)
