@@ -248,21 +248,48 @@ def run_comparison(
 def scenario_profile(
     cfg: CompareConfig, device: Any, cache: Path, progress: bool, log: Log
 ) -> Profile:
-    if cfg.profile:
-        profile = load_profile(cfg.profile)
-        if profile.model != cfg.model:
-            raise UndercapError(
-                f"profile {cfg.profile} is of {profile.model}, not {cfg.model}; profile the model"
-            )
-        return profile
-    shape = model_shape(cfg.model, cfg.target)
-    return profile_model(
+    return reuse_or_profile(
         device,
         cfg.model,
-        shape,
+        cfg.target,
         cfg.setup.batch_sizes,
-        num_classes=num_classes_for(cfg.model),
+        given=cfg.profile,
         cache_dir=cache,
+        progress=progress,
+        log=log,
+    )
+
+
+def reuse_or_profile(
+    device: Any,
+    model: str,
+    target: Any,
+    batch_sizes: tuple[int, ...],
+    *,
+    given: str | None,
+    cache_dir: Path,
+    efficient_for_w: float | None = None,
+    progress: bool,
+    log: Log,
+) -> Profile:
+    """The user's profile of `model` when one is given, else measure (or reuse the
+    cached) profile at the shape the model trains on for `target`."""
+    if given:
+        profile = load_profile(given)
+        if profile.model != model:
+            raise UndercapError(
+                f"profile {given} is of {profile.model}, not {model}; profile the model"
+            )
+        log(f"reusing profile {given}")
+        return profile
+    return profile_model(
+        device,
+        model,
+        model_shape(model, target),
+        batch_sizes,
+        num_classes=num_classes_for(model),
+        cache_dir=cache_dir,
+        efficient_for_w=efficient_for_w,
         progress=progress,
         log=log,
     )

@@ -21,7 +21,6 @@ from undercap.artifacts import (
     Efficiency,
     Profile,
     load_efficiency,
-    load_profile,
     save_efficiency,
     save_json,
     save_profile,
@@ -36,8 +35,6 @@ from undercap.scenario import (
     check_feasible,
     data_label,
     estimate_efficiency,
-    num_classes_for,
-    profile_model,
     stderr_log,
     with_pretrained,
 )
@@ -136,25 +133,16 @@ def _efficiency(
 
 
 def _profile(cfg: RunConfig, device: Any, cache: Path, progress: bool, log: Log) -> Profile:
-    from undercap.experiment import model_shape
+    from undercap.experiment import reuse_or_profile
 
-    if cfg.profile:
-        profile = load_profile(cfg.profile)
-        if profile.model != cfg.model:
-            raise UndercapError(
-                f"profile {cfg.profile} is of {profile.model}, not {cfg.model}; profile the model"
-            )
-        log(f"reusing profile {cfg.profile}")
-        return profile
-    efficient = None if cfg.full_profile else cfg.power_limit_w
-    return profile_model(
+    return reuse_or_profile(
         device,
         cfg.model,
-        model_shape(cfg.model, cfg.target),
+        cfg.target,
         cfg.setup.batch_sizes,
-        num_classes=num_classes_for(cfg.model),
+        given=cfg.profile,
         cache_dir=cache,
-        efficient_for_w=efficient,
+        efficient_for_w=None if cfg.full_profile else cfg.power_limit_w,
         progress=progress,
         log=log,
     )
