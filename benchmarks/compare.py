@@ -14,7 +14,7 @@ Per scenario and device: the two power caps are derived, not typed in: 1/3 and 2
 the way from the lowest limit under which every supported model has a feasible
 frequency (below it the baselines have no safe frequency) to the scenario model's
 unconstrained peak power, so both are feasible for every method and bind the model;
-plus no limit. Everything else is `undercap compare` (undercap.experiment).
+plus no limit. Everything else is `undercap compare` (undercap.recipes.compare).
 
 Evaluation uses the whole test split of each data subset (`limit`: class-balanced
 images, windows spread over the corpus), small enough to evaluate every few hundred
@@ -128,21 +128,23 @@ def derived_caps(device_name: str, profile, profiles, fractions) -> list[float]:
 
 
 def caps_for(sc: Scenario, device_name: str, cfg, cache: Path, fractions) -> list[float]:  # type: ignore[no-untyped-def]
+    from undercap.artifacts.cache import Cache
     from undercap.devices import open_device
-    from undercap.experiment import scenario_profile
-    from undercap.scenario import safe_profiles
+    from undercap.recipes.baselines import safe_profiles
+    from undercap.recipes.compare import scenario_profile
 
     quiet = lambda _m: None  # noqa: E731
+    store = Cache(cache)
     with open_device(device_name) as device:
-        profile = scenario_profile(cfg, device, cache, False, quiet)
-        profiles = safe_profiles(device, profile, cache_dir=cache, progress=False, log=quiet)
+        profile = scenario_profile(cfg, device, store, False, quiet)
+        profiles = safe_profiles(device, profile, cache=store, progress=False, log=quiet)
     return derived_caps(device_name, profile, profiles, fractions)
 
 
 def compare_config(sc: Scenario, device: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from undercap.experiment import CompareConfig
-    from undercap.pretrain import DataSpec
-    from undercap.scenario import TrainingSetup
+    from undercap.data.spec import DataSpec
+    from undercap.recipes.common import TrainingSetup
+    from undercap.recipes.compare import CompareConfig
 
     def spec(dataset: str, limit: int | None) -> DataSpec:
         lim = None if limit is None else int(limit * args.scale)
@@ -174,8 +176,8 @@ def compare_config(sc: Scenario, device: str, args: argparse.Namespace):  # type
 
 
 def run_one(sc: Scenario, device: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from undercap.experiment import run_comparison
-    from undercap.report_compare import markdown_report
+    from undercap.recipes.compare import run_comparison
+    from undercap.report.compare import markdown_report
 
     cfg = compare_config(sc, device, args)
     caps = caps_for(sc, device, cfg, Path(args.cache_dir), args.cap_fractions)
@@ -191,8 +193,8 @@ def run_one(sc: Scenario, device: str, args: argparse.Namespace):  # type: ignor
 
 def overview(results: list) -> tuple[str, str]:  # type: ignore[type-arg]
     """Markdown and CSV: per scenario, device and limit the speed-ups and the gap."""
-    from undercap.comparison import limit_label, limit_sort_key, summarize, summary_for
-    from undercap.report_compare import fmt_gap, fmt_seconds, fmt_speedup
+    from undercap.artifacts.comparison import limit_label, limit_sort_key, summarize, summary_for
+    from undercap.report.compare import fmt_gap, fmt_seconds, fmt_speedup
 
     header = ["scenario", "device", "power limit", "ours (s)", "speed-up vs B1",
               "speed-up vs B2", "gap to oracle", "ours (b @ f)", "oracle (b @ f)"]  # fmt: skip
@@ -248,7 +250,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def load_results(out: Path) -> list:  # type: ignore[type-arg]
     """Every comparison under `out` (this run's and earlier ones), scenario first."""
     from undercap.artifacts import load_json
-    from undercap.comparison import Comparison
+    from undercap.artifacts.comparison import Comparison
 
     found = []
     for path in sorted(out.glob("*/comparison.json")):

@@ -306,7 +306,7 @@ def run_scenario(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
         "efficiency": eff.to_dict(),
     }
     from undercap.artifacts import save_json
-    from undercap.report_efficiency import plot_efficiency
+    from undercap.report.efficiency import plot_efficiency
 
     out = results_dir(args)
     save_json(out / f"efficiency-{result['scenario']}.json", result)

@@ -29,3 +29,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+def run_files(cache_root: Path) -> dict[str, Path]:
+    """The estimate runs cached under `cache_root`, named like `b8-seed1.json`."""
+    import json
+
+    out = {}
+    for value in sorted(Path(cache_root).glob("estimate-run/*/value.json")):
+        rec = json.loads(value.read_text())
+        out[f"b{rec['batch_size']}-seed{rec['seed']}.json"] = value
+    return out

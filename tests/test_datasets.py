@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from undercap.datasets import load_dataset, parse_spec
-from undercap.datasets.text import UNK_ID, VOCAB, VOCAB_SIZE, decode, encode
+from undercap.data import load_dataset, parse_spec
+from undercap.data.text import UNK_ID, VOCAB, VOCAB_SIZE, decode, encode
 from undercap.errors import DataError
 
 RNG = np.random.default_rng(0)

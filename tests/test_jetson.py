@@ -22,10 +22,11 @@ from fakes.sysfs import (
 
 from undercap.cli import main
 from undercap.devices import controlled, locked
+from undercap.devices.factory import replay
 from undercap.devices.jetson import JetsonDevice
-from undercap.devices.jetson_power import rail_kind
-from undercap.devices.jetson_sysfs import parse_nvpmodel_conf, parse_nvpmodel_query
-from undercap.devices.statefile import read_state, replay
+from undercap.devices.jetson.power import rail_kind
+from undercap.devices.jetson.sysfs import parse_nvpmodel_conf, parse_nvpmodel_query
+from undercap.devices.state import read_state
 from undercap.errors import DeviceError, DevicePermissionError
 
 REPO = Path(__file__).resolve().parents[1]

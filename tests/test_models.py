@@ -10,10 +10,8 @@ from undercap.errors import ArtifactError, UndercapError
 from undercap.models import (
     MODEL_NAMES,
     build_model,
-    default_input_shape,
-    default_lr,
     load_weights,
-    optimizer_for,
+    model_spec,
     save_weights,
     workload_of,
 )
@@ -155,11 +153,17 @@ def test_transformer_is_causal() -> None:
 
 def test_registry() -> None:
     assert MODEL_NAMES == ("small-cnn", "resnet18", "mobilenetv2", "char-transformer")
-    assert default_input_shape("resnet18") == (3, 32, 32)
-    assert default_input_shape("char-transformer") == (64,)
-    assert optimizer_for("char-transformer") == "adamw"
-    assert {optimizer_for(n) for n in MODEL_NAMES[:3]} == {"adam"}
-    assert default_lr("resnet18") == 1e-3 and 0 < default_lr("char-transformer") <= 1e-3
+    assert model_spec("resnet18").default_input_shape == (3, 32, 32)
+    assert model_spec("char-transformer").default_input_shape == (64,)
+    assert model_spec("char-transformer").optimizer == "adamw"
+    assert {model_spec(n).optimizer for n in MODEL_NAMES[:3]} == {"adam"}
+    assert model_spec("resnet18").base_lr == 1e-3
+    assert 0 < model_spec("char-transformer").base_lr <= 1e-3
+    assert model_spec("char-transformer").is_sequence and not model_spec("resnet18").is_sequence
+    # the vocabulary the registry profiles next-token models with is the text loader's
+    from undercap.data.text import VOCAB_SIZE
+
+    assert model_spec("char-transformer").profile_classes() == VOCAB_SIZE
     with pytest.raises(UndercapError, match="unknown model"):
         build_model("vgg", num_classes=10, input_shape=(3, 32, 32))
     with pytest.raises(UndercapError, match="input_shape"):
@@ -226,15 +230,15 @@ def test_weights_wrong_files(tmp_path) -> None:
 
 
 def test_small_cnn_learns_digits() -> None:
-    from undercap.datasets import load_dataset
-    from undercap.loop import LoopConfig, Trainer
+    from undercap.data import load_dataset
+    from undercap.train.loop import LoopConfig, Trainer
 
     data = load_dataset("digits")
     torch.manual_seed(0)
     model = build_model("small-cnn", num_classes=data.num_classes, input_shape=data.input_shape)
     cfg = LoopConfig(
         batch_size=32,
-        lr=default_lr("small-cnn"),
+        lr=model_spec("small-cnn").base_lr,
         target_accuracy=0.9,
         max_samples=8000,
         eval_every_samples=500,

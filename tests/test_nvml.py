@@ -10,8 +10,9 @@ from fakes import pynvml as fake
 from fakes.pynvml import FakeGpu
 
 from undercap.devices import controlled, locked
+from undercap.devices.factory import replay
 from undercap.devices.nvml import NvmlDevice, nvml_device_count, nvml_error
-from undercap.devices.statefile import read_state, replay
+from undercap.devices.state import read_state
 from undercap.errors import DeviceError, DevicePermissionError
 
 

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from undercap.comparison import (
+from undercap.artifacts.comparison import (
     ChoiceRecord,
     Comparison,
     RunRecord,
@@ -20,7 +20,7 @@ from undercap.comparison import (
     summary_for,
 )
 from undercap.errors import ArtifactError
-from undercap.report_compare import (
+from undercap.report.compare import (
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
     markdown_report,

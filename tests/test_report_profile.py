@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from select_helpers import figure1_profile
 
-from undercap.report import plot_profile
+from undercap.report.figures import plot_profile
 from undercap.select import baseline1, safe_freq_mhz, select_ours
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from undercap.artifacts.workload import Workload
 from undercap.devices import controlled, locked, open_device
 from undercap.devices.simulated import SimulatedDevice, known_names
 from undercap.errors import DeviceError, DeviceOutOfMemoryError, DevicePermissionError
-from undercap.workload import Workload
 
 DEVICES = ("jetson-nano", "jetson-tx2nx", "jetson-orin-nano")
 

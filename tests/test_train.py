@@ -6,12 +6,13 @@ import json
 
 import pytest
 
-from undercap.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from undercap.artifacts.train_result import TrainResult, load_train_result, save_train_result
 from undercap.devices.simulated import SimulatedDevice
 from undercap.errors import ArtifactError, DevicePermissionError, InfeasibleError
-from undercap.guard import READ_ONLY, STEP_DOWN, PowerGuard
+from undercap.report.text import train_summary
 from undercap.train import train_on_device
-from undercap.train_result import TrainResult, load_train_result, save_train_result
+from undercap.train.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from undercap.train.guard import READ_ONLY, STEP_DOWN, PowerGuard
 
 TOP_MHZ = 921.6
 # small-cnn, b=32 on the simulated Nano draws ~3.42 W at 921.6 MHz and ~3.34 W at
@@ -21,7 +22,7 @@ SLIGHT_LIMIT_W = 3.38
 
 @pytest.fixture(scope="module")
 def digits():
-    from undercap.datasets import load_dataset
+    from undercap.data import load_dataset
 
     return load_dataset("digits", input_shape=(1, 8, 8), limit=600)
 
@@ -76,7 +77,7 @@ def test_result_accounts_modelled_time_energy_and_restores_clock(digits, workloa
     path = save_train_result(tmp_path / "r.json", r)
     assert load_train_result(path) == r
     assert json.loads(path.read_text())["schema"] == "undercap.train/1"
-    assert any("SIMULATED" in line for line in r.summary_lines())
+    assert any("SIMULATED" in line for line in train_summary(r))
 
 
 def test_lr_is_sqrt_scaled_from_largest_batch(digits):
@@ -286,7 +287,7 @@ def test_wall_clock_guard_steps_down_to_the_floor_then_stops(digits, jetson):
 
 
 def test_resume_keeps_guard_state_and_clock(digits, tmp_path, monkeypatch):
-    from undercap.loop import Trainer
+    from undercap.train.loop import Trainer
 
     kw = dict(freq_mhz=TOP_MHZ, power_limit_w=SLIGHT_LIMIT_W, target_accuracy=1.0,
               max_samples=1600, eval_every_samples=512, guard_window_s=0.1,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from undercap.artifacts.train_result import load_train_result
 from undercap.cli import main
-from undercap.train_result import load_train_result
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -46,10 +46,10 @@ def wait_for(cond, timeout_s: float, what: str) -> None:
 
 
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
-    from undercap.checkpoint import load_checkpoint
-    from undercap.datasets import load_dataset
+    from undercap.data import load_dataset
     from undercap.devices import open_device
     from undercap.train import train_on_device
+    from undercap.train.checkpoint import load_checkpoint
 
     ck = tmp_path / "ck"
     killed = undercap(*RUN, "--checkpoint-dir", str(ck), "--checkpoint-every-samples", "32")

@@ -20,7 +20,7 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Optional, Union
 
 from undercap.artifacts import Profile, ProfileRow
 from undercap.errors import ArtifactError, InfeasibleError, UndercapError
@@ -45,9 +45,9 @@ class Choice:
     freq_mhz: float
     time_per_sample_s: float
     peak_power_w: float
-    relative_samples: float | None
-    score: float | None
-    power_limit_w: float | None
+    relative_samples: Optional[float]
+    score: Optional[float]
+    power_limit_w: Optional[float]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +58,7 @@ class Choice:
 
 
 # --- input checks -----------------------------------------------------------------
-def _check_limit(power_limit_w: float | None) -> float | None:
+def _check_limit(power_limit_w: Optional[float]) -> Optional[float]:
     """None means no power cap; anything else must be a positive finite number."""
     if power_limit_w is None:
         return None
@@ -114,11 +114,11 @@ def _check_relative(relative: Mapping[int, float], what: str) -> dict[int, float
     return out
 
 
-def _within(row: ProfileRow, limit: float | None) -> bool:
+def _within(row: ProfileRow, limit: Optional[float]) -> bool:
     return limit is None or row.peak_power_w <= limit
 
 
-def _choice(method: str, row: ProfileRow, r: float | None, limit: float | None) -> Choice:
+def _choice(method: str, row: ProfileRow, r: Optional[float], limit: Optional[float]) -> Choice:
     return Choice(
         method=method,
         batch_size=row.batch_size,
@@ -131,7 +131,7 @@ def _choice(method: str, row: ProfileRow, r: float | None, limit: float | None) 
     )
 
 
-def _best(choices: Iterable[Choice]) -> Choice | None:
+def _best(choices: Iterable[Choice]) -> Optional[Choice]:
     """Lowest score; ties prefer larger b, then higher f (module docstring)."""
     return min(
         choices,
@@ -141,7 +141,7 @@ def _best(choices: Iterable[Choice]) -> Choice | None:
 
 
 # --- Algorithm 1 (Sec. 4.3) -------------------------------------------------------
-def lowest_feasible_power_w(profile: Profile, batch_sizes: Iterable[int] | None = None) -> float:
+def lowest_feasible_power_w(profile: Profile, batch_sizes: Optional[Iterable[int]] = None) -> float:
     """The smallest peak power over the profile's rows (optionally only these batch
     sizes): the lowest limit under which any configuration is feasible."""
     wanted = None if batch_sizes is None else set(batch_sizes)
@@ -159,7 +159,7 @@ def lowest_feasible_power_w(profile: Profile, batch_sizes: Iterable[int] | None 
 def per_batch(
     profile: Profile,
     relative: Mapping[int, float],
-    power_limit_w: float | None,
+    power_limit_w: Optional[float],
     *,
     method: str = OURS,
 ) -> tuple[Choice, ...]:
@@ -178,14 +178,14 @@ def per_batch(
 
 
 def select_ours(
-    profile: Profile, relative: Mapping[int, float], power_limit_w: float | None
+    profile: Profile, relative: Mapping[int, float], power_limit_w: Optional[float]
 ) -> Choice:
     """The paper's Algorithm 1 with r(b) estimated on a proxy dataset (Sec. 4.3)."""
     return _select(profile, relative, power_limit_w, OURS)
 
 
 def oracle(
-    profile: Profile, relative_target: Mapping[int, float], power_limit_w: float | None
+    profile: Profile, relative_target: Mapping[int, float], power_limit_w: Optional[float]
 ) -> Choice:
     """The fastest configuration (Sec. 5): Algorithm 1 with the true r(b) measured
     by training on the target data itself; an upper bound, not a usable method."""
@@ -193,7 +193,7 @@ def oracle(
 
 
 def _select(
-    profile: Profile, relative: Mapping[int, float], power_limit_w: float | None, method: str
+    profile: Profile, relative: Mapping[int, float], power_limit_w: Optional[float], method: str
 ) -> Choice:
     best = _best(per_batch(profile, relative, power_limit_w, method=method))
     if best is not None:
@@ -208,7 +208,9 @@ def _select(
     raise _infeasible(profile, common, power_limit_w)
 
 
-def _infeasible(profile: Profile, batch_sizes: list[int], limit: float | None) -> InfeasibleError:
+def _infeasible(
+    profile: Profile, batch_sizes: list[int], limit: Optional[float]
+) -> InfeasibleError:
     lowest = min(
         (r for r in profile.rows if r.batch_size in set(batch_sizes)),
         key=lambda r: (r.peak_power_w, -r.batch_size),
@@ -221,7 +223,7 @@ def _infeasible(profile: Profile, batch_sizes: list[int], limit: float | None) -
 
 
 def excluded_batch_sizes(
-    profile: Profile, relative: Mapping[int, float], power_limit_w: float | None
+    profile: Profile, relative: Mapping[int, float], power_limit_w: Optional[float]
 ) -> dict[int, str]:
     """Why each batch size seen in the profile or in r is not a candidate of
     Algorithm 1 (one short reason each), so exclusions are visible to the user."""
@@ -241,7 +243,9 @@ def excluded_batch_sizes(
 
 
 # --- the baselines (Sec. 5.1) -----------------------------------------------------
-def safe_freq_mhz(profiles: Iterable[Profile] | Profile, power_limit_w: float | None) -> float:
+def safe_freq_mhz(
+    profiles: Union[Iterable[Profile], Profile], power_limit_w: Optional[float]
+) -> float:
     """The baselines' fixed "safe" frequency cap for a power limit (Sec. 5.1): the
     highest frequency at which no supported model exceeds the limit at any of its
     profiled batch sizes.
@@ -275,7 +279,7 @@ def safe_freq_mhz(profiles: Iterable[Profile] | Profile, power_limit_w: float | 
     )
 
 
-def _safe_for(rows: list[ProfileRow], f: float, limit: float | None) -> bool:
+def _safe_for(rows: list[ProfileRow], f: float, limit: Optional[float]) -> bool:
     no_violation_below = all(_within(r, limit) for r in rows if r.freq_mhz <= f)
     evidence_above = any(_within(r, limit) for r in rows if r.freq_mhz >= f)
     return no_violation_below and evidence_above
@@ -285,7 +289,7 @@ def _model_of(profiles: list[Profile], row: ProfileRow) -> str:
     return next(p.model for p in profiles if row in p.rows)
 
 
-def _row_at_or_below(rows: list[ProfileRow], freq_mhz: float) -> ProfileRow | None:
+def _row_at_or_below(rows: list[ProfileRow], freq_mhz: float) -> Optional[ProfileRow]:
     """The row at the highest profiled frequency <= freq_mhz (rows ascending)."""
     below = [r for r in rows if r.freq_mhz <= freq_mhz]
     return below[-1] if below else None
@@ -293,10 +297,10 @@ def _row_at_or_below(rows: list[ProfileRow], freq_mhz: float) -> ProfileRow | No
 
 def baseline1(
     profile: Profile,
-    power_limit_w: float | None,
+    power_limit_w: Optional[float],
     safe_freq_mhz: float,
     *,
-    relative: Mapping[int, float] | None = None,
+    relative: Optional[Mapping[int, float]] = None,
 ) -> Choice:
     """Baseline 1 (Sec. 5.1): the largest batch size that fits in memory (the largest
     in the profile; unfit ones are never profiled) at the fixed safe frequency, or
@@ -328,7 +332,7 @@ def baseline1(
 def baseline2(
     profile: Profile,
     relative_proxy: Mapping[int, float],
-    power_limit_w: float | None,
+    power_limit_w: Optional[float],
     safe_freq_mhz: float,
 ) -> Choice:
     """Baseline 2 (Sec. 5.1): the batch size minimising the proxy's time-to-accuracy

@@ -11,18 +11,19 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Optional
 
 from undercap import __version__
 from undercap.errors import UndercapError
 
 # Order here is the order in `undercap --help`.
 COMMAND_MODULES = (
-    "undercap.cli.devices_cmd",
-    "undercap.cli.profile_cmd",
-    "undercap.cli.select_cmd",
-    "undercap.cli.efficiency_cmd",
-    "undercap.cli.train_cmd",
-    "undercap.cli.experiment_cmd",
+    "undercap.cli.devices",
+    "undercap.cli.profile",
+    "undercap.cli.select",
+    "undercap.cli.estimate",
+    "undercap.cli.train",
+    "undercap.cli.recipes",
 )
 
 
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

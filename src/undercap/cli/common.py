@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import Any, Optional
 
 
 def positive_float(text: str) -> float:
@@ -16,6 +16,14 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
     if not math.isfinite(x) or x <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return x
+
+
+def fraction(text: str) -> float:
+    """A number in (0, 1], e.g. a target accuracy."""
+    x = positive_float(text)
+    if x > 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a fraction in (0, 1], e.g. 0.9")
     return x
 
 
@@ -61,7 +69,9 @@ def shape(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"bad shape {text!r}: use e.g. 3x32x32") from e
 
 
-def add_device_args(p: argparse.ArgumentParser, *, default: str | None = "sim:jetson-nano") -> None:
+def add_device_args(
+    p: argparse.ArgumentParser, *, default: Optional[str] = "sim:jetson-nano"
+) -> None:
     p.add_argument(
         "--device",
         default=default,

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Optional
 
+from undercap.artifacts.workload import Workload
 from undercap.errors import DeviceError
-from undercap.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Device(ABC):
     def power_w(self) -> float:
         """Instantaneous power reading (board power where the device has it)."""
 
-    def energy_j(self) -> float | None:
+    def energy_j(self) -> Optional[float]:
         """Cumulative energy counter in J where the hardware has one, else None."""
         return None
 
@@ -129,6 +130,17 @@ class Device(ABC):
         if not freqs:
             raise DeviceError(f"{self.name}: no available frequencies")
         return min(freqs, key=lambda f: abs(f - freq_mhz))
+
+
+def torch_cuda_synchronize() -> None:
+    """Wait for queued CUDA work, if this process already uses torch with CUDA.
+    Never imports torch (device modules must not)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_available() and cuda.is_initialized():
+        cuda.synchronize()
 
 
 class _TerminatedError(SystemExit):

@@ -21,19 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Union
 
-from undercap.devices.base import Device, DeviceInfo
-from undercap.devices.statefile import (
-    RecordsOriginalState,
-    read_boot_id,
-    read_state,
-    remove_state,
-    state_dir,
-    state_path,
-)
+from undercap.devices.base import Device, DeviceInfo, torch_cuda_synchronize
+from undercap.devices.state import RestoresOnCrash, read_boot_id, state_dir, state_path
 from undercap.errors import DeviceError, DevicePermissionError
 
 # NVML return code name (nvml.h NVML_ERROR_*) -> what to do. NO_PERMISSION becomes a
@@ -60,17 +52,6 @@ def import_pynvml() -> Any:
             "the nvml backend needs nvidia-ml-py: pip install 'undercap[nvml]'"
         ) from e
     return pynvml
-
-
-def torch_cuda_synchronize() -> None:
-    """Wait for queued CUDA work, if this process already uses torch with CUDA.
-    Never imports torch (device modules must not)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    cuda = getattr(torch, "cuda", None)
-    if cuda is not None and cuda.is_available() and cuda.is_initialized():
-        cuda.synchronize()
 
 
 def nvml_error(nv: Any, e: BaseException, what: str) -> DeviceError:
@@ -114,7 +95,7 @@ def nvml_device_count(nvml: Any = None) -> int:
         raise nvml_error(nv, e, "NVML initialisation") from e
 
 
-class NvmlDevice(RecordsOriginalState, Device):
+class NvmlDevice(RestoresOnCrash, Device):
     """GPU `index` as NVML numbers it. `nvml` replaces the pynvml module (tests)."""
 
     state_backend = "nvml"
@@ -127,8 +108,8 @@ class NvmlDevice(RecordsOriginalState, Device):
         *,
         allow_clock_control: bool = False,
         nvml: Any = None,
-        expect_uuid: str | None = None,
-        state_file: str | Path | None = None,
+        expect_uuid: Optional[str] = None,
+        state_file: Optional[Union[str, Path]] = None,
     ) -> None:
         self._nv = nvml or import_pynvml()
         self.index, self.name = index, f"nvml:{index}"
@@ -156,13 +137,12 @@ class NvmlDevice(RecordsOriginalState, Device):
             raise
         self.device_key = f"nvml-{self.uuid}"
         self.state_file = Path(state_file or state_path(self.device_key, state_dir("/")))
-        self.last_snap: dict[str, float] | None = None
-        self._freqs: tuple[float, ...] | None = None
-        self._mem_clock_mhz: int | None = None
-        self._power_source: str | None = None  # "instant field" or "power usage (average)"
-        self._energy_ok: bool | None = None
-        self._locked_mhz: float | None = None
-        self._depth, self._original, self._state_written = 0, None, False
+        self.last_snap: Optional[dict[str, float]] = None
+        self._freqs: Optional[tuple[float, ...]] = None
+        self._mem_clock_mhz: Optional[int] = None
+        self._power_source: Optional[str] = None  # "instant field" or "power usage (average)"
+        self._energy_ok: Optional[bool] = None
+        self._locked_mhz: Optional[float] = None
 
     def _call(self, fn: Any, *args: Any, what: str) -> Any:
         try:
@@ -214,22 +194,9 @@ class NvmlDevice(RecordsOriginalState, Device):
                 f"{self.name}: clock control is off (read-only by default); pass "
                 "--allow-clock-control (needs root) to lock GPU clocks"
             )
-        if self._depth == 0:
-            raise DeviceError(
-                "set_freq_mhz was called outside undercap.devices.controlled()/locked() "
-                "(internal error)"
-            )
         target = self.nearest_freq_mhz(freq_mhz)
-        self._record_original()
-        mhz = int(round(target))
-        self._call(
-            self._nv.nvmlDeviceSetGpuLockedClocks,
-            self._h,
-            mhz,
-            mhz,
-            what=f"locking {self.name} at {mhz} MHz",
-        )
-        self._locked_mhz = target
+        self._before_change()
+        self._lock(target)
         actual = self.current_freq_mhz()
         self.last_snap = (
             None
@@ -239,45 +206,14 @@ class NvmlDevice(RecordsOriginalState, Device):
         return target
 
     # --- state ----------------------------------------------------------------------
-    def boot_id(self) -> str | None:
+    def boot_id(self) -> Optional[str]:
         return read_boot_id("/")
 
-    def save_state(self) -> dict[str, Any]:
-        state = {"uuid": self.uuid, "index": self.index, "locked_mhz": self._locked_mhz}
-        if self._depth == 0:
-            self._check_leftover_state()
-            self._original, self._state_written = state, False
-        self._depth += 1
-        return state
-
-    def _check_leftover_state(self) -> None:
-        if not self.state_file.is_file() or not self.allow_clock_control:
-            return
-        saved = read_state(self.state_file)
-        if saved.from_other_boot(self.boot_id()):
-            remove_state(self.state_file)
-        elif saved.owner_running():
-            raise DeviceError(
-                f"another undercap process (pid {saved.pid}) has locked {self.name}'s clocks; "
-                "wait for it to finish"
-            )
-        else:
-            raise DeviceError(
-                f"an earlier undercap run (pid {saved.pid}) left {self.name}'s clocks locked; "
-                f"run `undercap restore --state-file {self.state_file}` first"
-            )
+    def _current_state(self) -> dict[str, Any]:
+        return {"uuid": self.uuid, "index": self.index, "locked_mhz": self._locked_mhz}
 
     def _state_open_args(self) -> dict[str, Any]:
         return {"index": self.index, "uuid": self.uuid}
-
-    def restore_state(self, state: dict[str, Any]) -> None:
-        self._depth = max(0, self._depth - 1)
-        if self._state_written and self._locked_mhz != state.get("locked_mhz"):
-            self.apply_state(state)
-        if self._depth == 0:
-            if self._state_written:
-                remove_state(self.state_file)
-            self._original, self._state_written = None, False
 
     def apply_state(self, state: dict[str, Any]) -> None:
         """Lock at the saved clock, or unlock when none was locked."""
@@ -288,16 +224,21 @@ class NvmlDevice(RecordsOriginalState, Device):
                 self._h,
                 what=f"unlocking {self.name}'s clocks",
             )
+            self._locked_mhz = None
         else:
-            mhz = int(round(float(locked)))
-            self._call(
-                self._nv.nvmlDeviceSetGpuLockedClocks,
-                self._h,
-                mhz,
-                mhz,
-                what=f"locking {self.name} at {mhz} MHz",
-            )
-        self._locked_mhz = None if locked is None else float(locked)
+            self._lock(float(locked))
+
+    def _lock(self, freq_mhz: float) -> None:
+        """min = max = f: nvmlDeviceSetGpuLockedClocks (Volta and newer, root)."""
+        mhz = int(round(freq_mhz))
+        self._call(
+            self._nv.nvmlDeviceSetGpuLockedClocks,
+            self._h,
+            mhz,
+            mhz,
+            what=f"locking {self.name} at {mhz} MHz",
+        )
+        self._locked_mhz = freq_mhz
 
     # --- sensors --------------------------------------------------------------------
     def power_w(self) -> float:
@@ -314,7 +255,7 @@ class NvmlDevice(RecordsOriginalState, Device):
         self._power_source = "power usage (average)"
         return self._call(nv.nvmlDeviceGetPowerUsage, self._h, what="reading power") / 1000.0
 
-    def energy_j(self) -> float | None:
+    def energy_j(self) -> Optional[float]:
         if self._energy_ok is False:
             return None
         nv = self._nv

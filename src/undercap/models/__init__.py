@@ -1,81 +1,55 @@
-"""The models undercap trains, a registry by name, and their measured workloads.
+"""The models undercap trains: a registry of facts by name, their factories, weights
+and measured workloads.
 
-Names (paper Sec. 5): "resnet18" and "mobilenetv2" (CIFAR variants, 32x32 inputs),
-"char-transformer" (6 layers, 6 heads, 256 dims, context 64), plus "small-cnn" for
-quick runs on the bundled 8x8 digits.
-
-Optimizers and base learning rates (the LR at the largest batch; smaller batches
-use sqrt scaling, loop.scaled_lr): the CNNs use Adam at 1e-3 (Kingma & Ba's default,
-paper Sec. 5 uses Adam for the CNNs); the transformer uses AdamW at 6e-4 (the GPT-3
-small / nanoGPT default; nanoGPT's shakespeare-char config uses 1e-3 but with a
-warm-up, which our loop does not have).
+Importing this package is torch-free (the registry names factories by import path);
+`build_model`, `workload_of` and the weights helpers import torch when called.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from torch import nn
-
-from undercap.errors import UndercapError
-from undercap.models.mobilenet import MobileNetV2
-from undercap.models.resnet import ResNet18
-from undercap.models.small_cnn import SmallCNN
-from undercap.models.transformer import CharTransformer
-from undercap.models.weights import load_weights, save_weights
-from undercap.models.workload import workload_of
-
-MODEL_NAMES = ("small-cnn", "resnet18", "mobilenetv2", "char-transformer")
-
-_DEFAULT_SHAPES: dict[str, tuple[int, ...]] = {
-    "small-cnn": (1, 8, 8),  # the bundled digits
-    "resnet18": (3, 32, 32),
-    "mobilenetv2": (3, 32, 32),
-    "char-transformer": (64,),  # context length (paper Sec. 5)
-}
+from undercap.models.registry import MODEL_NAMES, TASKS, ModelSpec, model_spec
 
 __all__ = [
     "MODEL_NAMES",
+    "TASKS",
+    "ModelSpec",
     "build_model",
-    "default_input_shape",
-    "default_lr",
+    "initial_model",
     "load_weights",
-    "optimizer_for",
+    "model_spec",
     "save_weights",
     "workload_of",
 ]
 
 
-def _check(name: str) -> str:
-    if name not in MODEL_NAMES:
-        raise UndercapError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
-    return name
+def build_model(name: str, *, num_classes: int, input_shape: Sequence[int]) -> Any:
+    """A freshly initialised model. Images: input_shape (C, H, W); next-token
+    models: input_shape (context,) and num_classes = vocabulary size."""
+    return model_spec(name).build(num_classes=num_classes, input_shape=input_shape)
 
 
-def build_model(name: str, *, num_classes: int, input_shape: Sequence[int]) -> nn.Module:
-    """A freshly initialised model. Images: input_shape (C, H, W); the
-    char-transformer: input_shape (context,) and num_classes = vocabulary size."""
-    _check(name)
-    shape = tuple(int(s) for s in input_shape)
-    if name == "char-transformer":
-        if len(shape) != 1:
-            raise UndercapError(f"char-transformer needs input_shape (context,), got {shape}")
-        return CharTransformer(vocab_size=num_classes, context=shape[0])
-    if len(shape) != 3:
-        raise UndercapError(f"{name} needs input_shape (channels, height, width), got {shape}")
-    cls = {"small-cnn": SmallCNN, "resnet18": ResNet18, "mobilenetv2": MobileNetV2}[name]
-    return cls(in_channels=shape[0], num_classes=num_classes)
+def workload_of(model: Any, name: str, input_shape: Sequence[int]) -> Any:
+    from undercap.models.workload import workload_of as _workload_of
+
+    return _workload_of(model, name, input_shape)
 
 
-def default_input_shape(name: str) -> tuple[int, ...]:
-    return _DEFAULT_SHAPES[_check(name)]
+def initial_model(*args: Any, **kwargs: Any) -> Any:
+    from undercap.models.weights import initial_model as _initial_model
+
+    return _initial_model(*args, **kwargs)
 
 
-def optimizer_for(name: str) -> str:
-    """ "adamw" for the transformer, "adam" for the CNNs (paper Sec. 5)."""
-    return "adamw" if name == "char-transformer" else "adam"
+def load_weights(model: Any, path: Any) -> Any:
+    from undercap.models.weights import load_weights as _load_weights
+
+    return _load_weights(model, path)
 
 
-def default_lr(name: str) -> float:
-    """Base learning rate at the largest batch size (see module docstring)."""
-    return 6e-4 if _check(name) == "char-transformer" else 1e-3
+def save_weights(model: Any, path: Any, meta: dict[str, Any]) -> Any:
+    from undercap.models.weights import save_weights as _save_weights
+
+    return _save_weights(model, path, meta)

@@ -10,8 +10,12 @@ is unchanged, as in the paper. With 10 classes: ~2.24M parameters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
+
+from undercap.models.common import image_channels
 
 # (expansion t, output channels c, repeats n, first stride s); Sandler et al. Table 2,
 # with stage 2's stride changed 2 -> 1 for 32x32 inputs.
@@ -65,3 +69,10 @@ class MobileNetV2(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
+
+
+def build(num_classes: int, input_shape: Sequence[int]) -> MobileNetV2:
+    """The registry's factory: input_shape is (channels, height, width)."""
+    return MobileNetV2(
+        in_channels=image_channels(input_shape, "mobilenetv2"), num_classes=num_classes
+    )

@@ -10,9 +10,13 @@ classes this has 11,173,962 parameters and ~0.56 GMACs (1.11 GFLOPs) forward per
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from undercap.models.common import image_channels
 
 
 class BasicBlock(nn.Module):
@@ -54,3 +58,8 @@ class ResNet18(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.pool(self.stages(self.stem(x))))
+
+
+def build(num_classes: int, input_shape: Sequence[int]) -> ResNet18:
+    """The registry's factory: input_shape is (channels, height, width)."""
+    return ResNet18(in_channels=image_channels(input_shape, "resnet18"), num_classes=num_classes)

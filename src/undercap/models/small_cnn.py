@@ -6,8 +6,12 @@ and a linear head. Global pooling makes it work for any input size >= 4x4.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
+
+from undercap.models.common import image_channels
 
 
 def _block(c_in: int, c_out: int) -> nn.Sequential:
@@ -35,3 +39,8 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
+
+
+def build(num_classes: int, input_shape: Sequence[int]) -> SmallCNN:
+    """The registry's factory: input_shape is (channels, height, width)."""
+    return SmallCNN(in_channels=image_channels(input_shape, "small-cnn"), num_classes=num_classes)

@@ -19,10 +19,13 @@ ties them); untied weights let a class-count mismatch be handled per tensor.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from undercap.errors import UndercapError
 
 
 class CausalSelfAttention(nn.Module):
@@ -109,3 +112,11 @@ def _init_weights(m: nn.Module) -> None:
         nn.init.normal_(m.weight, mean=0.0, std=0.02)
     if isinstance(m, nn.Linear) and m.bias is not None:
         nn.init.zeros_(m.bias)
+
+
+def build(num_classes: int, input_shape: Sequence[int]) -> CharTransformer:
+    """The registry's factory: input_shape is (context,), num_classes the vocabulary."""
+    shape = tuple(int(s) for s in input_shape)
+    if len(shape) != 1:
+        raise UndercapError(f"char-transformer needs input_shape (context,), got {shape}")
+    return CharTransformer(vocab_size=num_classes, context=shape[0])

@@ -15,37 +15,29 @@ ArtifactError: the file is for another architecture.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional, Union
 
 import torch
 from torch import nn
 
+from undercap.artifacts.io import atomic_path
 from undercap.errors import ArtifactError
 
 WEIGHTS_FORMAT = "undercap.weights/1"
 
 
-def save_weights(model: nn.Module, path: str | Path, meta: dict[str, Any]) -> Path:
+def save_weights(model: nn.Module, path: Union[str, Path], meta: dict[str, Any]) -> Path:
     """Write the model's state dict and `meta` (plain JSON-like values) to `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     blob = {
         "format": WEIGHTS_FORMAT,
         "architecture": type(model).__name__,
         "meta": dict(meta),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         torch.save(blob, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
@@ -64,7 +56,7 @@ def _read(path: Path) -> dict[str, Any]:
     raise ArtifactError(f"{path} is not an undercap weights file (expected {WEIGHTS_FORMAT})")
 
 
-def load_weights(model: nn.Module, path: str | Path) -> dict[str, Any]:
+def load_weights(model: nn.Module, path: Union[str, Path]) -> dict[str, Any]:
     """Load weights saved by `save_weights` into `model`; returns the saved meta plus
     "fresh_tensors" (names left freshly initialised because the class count differs)."""
     path = Path(path)
@@ -98,3 +90,39 @@ def load_weights(model: nn.Module, path: str | Path) -> dict[str, Any]:
     meta = dict(blob["meta"])
     meta["fresh_tensors"] = sorted(fresh)
     return meta
+
+
+def initial_model(
+    model_name: str,
+    data: Any,
+    *,
+    init_seed: int,
+    pretrained: Optional[Union[str, Path]],
+    fresh_head: bool = False,
+) -> tuple[nn.Module, dict[str, Any]]:
+    """A fresh model for `data` (a data.Splits: its class count and input shape),
+    initialised under `init_seed`, then overwritten by the pre-trained weights when
+    given (a head whose shape does not match is left at its seeded initialisation;
+    `load_weights` reports that in the returned meta).
+
+    `fresh_head` keeps the seeded initialisation of the class-count dependent tensors
+    (the model's `head_prefixes`) even when their shapes match: transfer to a new task,
+    as when an ImageNet model gets a new classifier for the proxy's classes."""
+    from undercap.models.registry import model_spec
+
+    torch.manual_seed(init_seed)
+    model = model_spec(model_name).build(num_classes=data.num_classes, input_shape=data.input_shape)
+    if pretrained is None:
+        return model, {"init": "random", "init_seed": init_seed}
+    heads = tuple(getattr(model, "head_prefixes", ("head.",)))
+    head_init = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(heads)}
+    meta = dict(load_weights(model, pretrained) or {})
+    if fresh_head:
+        model.load_state_dict(head_init, strict=False)
+        meta["fresh_tensors"] = sorted(head_init)
+    return model, {
+        "init": "pretrained",
+        "init_seed": init_seed,
+        "fresh_head": fresh_head,
+        "weights_meta": meta,
+    }

@@ -49,7 +49,8 @@ from torch.utils.flop_counter import (
     sdpa_flop_count,
 )
 
-from undercap.workload import Workload
+from undercap.artifacts.workload import Workload
+from undercap.models.registry import model_spec
 
 _aten = torch.ops.aten
 _BATCHES = (2, 4)
@@ -158,9 +159,10 @@ class _StepCounts:
 
 
 def _inputs(
-    name: str, input_shape: Sequence[int], batch: int, num_classes: int, gen: torch.Generator
+    sequence: bool, input_shape: Sequence[int], batch: int, num_classes: int, gen: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    if name == "char-transformer":
+    """Random inputs and labels: token ids in and out for next-token models."""
+    if sequence:
         x = torch.randint(0, num_classes, (batch, *input_shape), generator=gen)
         return x, torch.randint(0, num_classes, (batch, *input_shape), generator=gen)
     x = torch.randn((batch, *input_shape), generator=gen)
@@ -178,10 +180,9 @@ def _count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> _StepCoun
         return t
 
     model.zero_grad(set_to_none=True)
-    with (
-        FlopCounterMode(display=False, custom_mapping=_FLOP_FORMULAS) as fc,
-        _KernelCounter() as kc,
-    ):
+    with FlopCounterMode(
+        display=False, custom_mapping=_FLOP_FORMULAS
+    ) as fc, _KernelCounter() as kc:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -206,19 +207,19 @@ def workload_of(model: nn.Module, name: str, input_shape: Sequence[int]) -> Work
     """Measure a model's training cost per sample (see module docstring). The model
     itself is not touched (a CPU copy is stepped)."""
     input_shape = tuple(int(s) for s in input_shape)
+    spec = model_spec(name)
     probe = copy.deepcopy(model).to("cpu").train()
     gen = torch.Generator().manual_seed(0)
-    num_classes = _output_classes(probe, name, input_shape, gen)
+    num_classes = _output_classes(probe, spec.is_sequence, input_shape, gen)
     n_params = sum(p.numel() for p in probe.parameters() if p.requires_grad)
     key = (name, input_shape, num_classes, n_params)
     if key in _cache:
         return _cache[key]
     small, large = (
-        _count_step(probe, *_inputs(name, input_shape, b, num_classes, gen)) for b in _BATCHES
+        _count_step(probe, *_inputs(spec.is_sequence, input_shape, b, num_classes, gen))
+        for b in _BATCHES
     )
     db = _BATCHES[1] - _BATCHES[0]
-    from undercap.models import optimizer_for  # registry imports this module
-
     wl = Workload(
         model=name,
         input_shape=input_shape,
@@ -226,16 +227,16 @@ def workload_of(model: nn.Module, name: str, input_shape: Sequence[int]) -> Work
         activation_bytes_per_sample=(large.saved_bytes - small.saved_bytes) / db,
         traffic_bytes_per_sample=(large.traffic_bytes - small.traffic_bytes) / db,
         param_count=n_params,
-        kernels_per_step=small.kernels + optimizer_kernels(probe, optimizer_for(name)),
+        kernels_per_step=small.kernels + optimizer_kernels(probe, spec.optimizer),
     )
     _cache[key] = wl
     return wl
 
 
 def _output_classes(
-    model: nn.Module, name: str, input_shape: tuple[int, ...], gen: torch.Generator
+    model: nn.Module, sequence: bool, input_shape: tuple[int, ...], gen: torch.Generator
 ) -> int:
-    x, _ = _inputs(name, input_shape, 2, 2, gen)
+    x, _ = _inputs(sequence, input_shape, 2, 2, gen)
     with torch.no_grad():
         model.eval()
         out = model(x)

@@ -1,0 +1,315 @@
+"""Result records of a comparison (baselines vs ours vs oracle) and their statistics.
+
+Pure data and arithmetic, no torch and no I/O beyond JSON: the report (tables,
+figures) and the tests work on these records alone, hand-made or loaded from a
+results folder.
+
+One comparison = one model, one proxy and one target dataset, one device, several
+power limits and several seeds. For every limit each method picks a configuration
+(`ChoiceRecord`); that configuration is then trained on the target on the device
+once per seed (`RunRecord`). Identical configurations picked by several methods or
+limits are trained once and the run is shared; `RunRecord.shared_from` says so.
+
+Statistics (paper Tables 2-4): per method and limit the mean and sample standard
+deviation over seeds of time-to-accuracy and energy; the speed-up of a method over
+Baseline 1 (and Baseline 2) is mean T(baseline) / mean T(method); the gap to the
+oracle is (mean T(method) / mean T(oracle) - 1) in percent. A seed that never
+reached the target is left out of the mean and counted (`n_reached` < `n_runs`), so
+a table never hides it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from undercap.errors import ArtifactError
+
+COMPARISON_SCHEMA = "undercap.comparison/1"
+METHODS = ("baseline1", "baseline2", "ours", "oracle")
+METHOD_LABELS = {
+    "baseline1": "Baseline 1",
+    "baseline2": "Baseline 2",
+    "ours": "Ours",
+    "oracle": "Oracle",
+}
+
+
+def limit_label(power_limit_w: Optional[float]) -> str:
+    """'5 W', '7.5 W' or 'none'."""
+    return "none" if power_limit_w is None else f"{power_limit_w:g} W"
+
+
+def limit_sort_key(power_limit_w: Optional[float]) -> float:
+    """Tight limits first, 'none' (no limit) last."""
+    return math.inf if power_limit_w is None else float(power_limit_w)
+
+
+def _opt_float(x: Any) -> Optional[float]:
+    return None if x is None else float(x)
+
+
+def _opt_int(x: Any) -> Optional[int]:
+    return None if x is None else int(x)
+
+
+@dataclass(frozen=True)
+class ChoiceRecord:
+    """What one method picked for one power limit (from select.Choice)."""
+
+    method: str
+    power_limit_w: Optional[float]
+    batch_size: int
+    freq_mhz: float
+    time_per_sample_s: float  # profiled t(b, f)
+    peak_power_w: float  # profiled P(b, f)
+    relative_samples: Optional[float]  # r(b) the method used (None: not used, Baseline 1)
+    safe_freq_mhz: Optional[float] = None  # the baselines' frequency cap; None for ours/oracle
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ChoiceRecord:
+        return cls(
+            method=str(d["method"]),
+            power_limit_w=_opt_float(d["power_limit_w"]),
+            batch_size=int(d["batch_size"]),
+            freq_mhz=float(d["freq_mhz"]),
+            time_per_sample_s=float(d["time_per_sample_s"]),
+            peak_power_w=float(d["peak_power_w"]),
+            relative_samples=_opt_float(d.get("relative_samples")),
+            safe_freq_mhz=_opt_float(d.get("safe_freq_mhz")),
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One method's configuration trained on the target on the device for one seed."""
+
+    method: str
+    power_limit_w: Optional[float]
+    seed: int
+    batch_size: int
+    freq_mhz: float  # the frequency the run started at (the method's choice)
+    reached: bool
+    time_to_accuracy_s: Optional[float]  # device training time to the target; None: not reached
+    energy_j: Optional[float]  # device energy over the same training time
+    peak_power_w: float
+    mean_power_w: float
+    samples_to_target: Optional[int]
+    samples_trained: int
+    final_accuracy: float
+    guard_events: int = 0  # times the power guard stepped the frequency down
+    final_freq_mhz: Optional[float] = None
+    train_s: Optional[float] = None  # device training time actually spent (to target or budget)
+    shared_from: Optional[str] = None  # "method@limit" whose identical run this reuses
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunRecord:
+        return cls(
+            method=str(d["method"]),
+            power_limit_w=_opt_float(d["power_limit_w"]),
+            seed=int(d["seed"]),
+            batch_size=int(d["batch_size"]),
+            freq_mhz=float(d["freq_mhz"]),
+            reached=bool(d["reached"]),
+            time_to_accuracy_s=_opt_float(d["time_to_accuracy_s"]),
+            energy_j=_opt_float(d.get("energy_j")),
+            peak_power_w=float(d["peak_power_w"]),
+            mean_power_w=float(d["mean_power_w"]),
+            samples_to_target=_opt_int(d.get("samples_to_target")),
+            samples_trained=int(d["samples_trained"]),
+            final_accuracy=float(d["final_accuracy"]),
+            guard_events=int(d.get("guard_events", 0)),
+            final_freq_mhz=_opt_float(d.get("final_freq_mhz")),
+            train_s=_opt_float(d.get("train_s")),
+            shared_from=d.get("shared_from"),
+        )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything one comparison produced; round-trips through JSON."""
+
+    device: str
+    simulated: bool
+    model: str
+    proxy: str
+    target: str
+    target_accuracy: float
+    power_limits_w: tuple[Optional[float], ...]
+    seeds: tuple[int, ...]
+    choices: tuple[ChoiceRecord, ...]
+    runs: tuple[RunRecord, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        present = {c.method for c in self.choices} | {r.method for r in self.runs}
+        return tuple(m for m in METHODS if m in present) + tuple(sorted(present - set(METHODS)))
+
+    def choice(self, method: str, power_limit_w: Optional[float]) -> Optional[ChoiceRecord]:
+        for c in self.choices:
+            if c.method == method and c.power_limit_w == power_limit_w:
+                return c
+        return None
+
+    def runs_for(self, method: str, power_limit_w: Optional[float]) -> list[RunRecord]:
+        return [r for r in self.runs if r.method == method and r.power_limit_w == power_limit_w]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": COMPARISON_SCHEMA,
+            "device": self.device,
+            "simulated": self.simulated,
+            "model": self.model,
+            "proxy": self.proxy,
+            "target": self.target,
+            "target_accuracy": self.target_accuracy,
+            "power_limits_w": list(self.power_limits_w),
+            "seeds": list(self.seeds),
+            "choices": [c.to_dict() for c in self.choices],
+            "runs": [r.to_dict() for r in self.runs],
+            "summary": [s.to_dict() for s in summarize(self)],
+            "settings": self.settings,
+            "provenance": self.provenance,
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], path: str = "<comparison>") -> Comparison:
+        if obj.get("schema") != COMPARISON_SCHEMA:
+            raise ArtifactError(
+                f"{path}: schema is {obj.get('schema')!r}, expected {COMPARISON_SCHEMA!r}"
+            )
+        try:
+            return cls(
+                device=str(obj["device"]),
+                simulated=bool(obj["simulated"]),
+                model=str(obj["model"]),
+                proxy=str(obj["proxy"]),
+                target=str(obj["target"]),
+                target_accuracy=float(obj["target_accuracy"]),
+                power_limits_w=tuple(_opt_float(x) for x in obj["power_limits_w"]),
+                seeds=tuple(int(s) for s in obj["seeds"]),
+                choices=tuple(ChoiceRecord.from_dict(c) for c in obj["choices"]),
+                runs=tuple(RunRecord.from_dict(r) for r in obj["runs"]),
+                settings=dict(obj.get("settings", {})),
+                provenance=dict(obj.get("provenance", {})),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ArtifactError(f"{path}: malformed comparison record ({e!r})") from e
+
+
+# --- statistics -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stat:
+    mean: Optional[float]  # None when no value
+    std: Optional[float]  # sample std (n - 1); None with fewer than two values
+    n: int
+
+
+def stat(values: Iterable[Optional[float]]) -> Stat:
+    """Mean and sample standard deviation of the values that are not None."""
+    xs = [float(v) for v in values if v is not None]
+    if not xs:
+        return Stat(None, None, 0)
+    return Stat(statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else None, len(xs))
+
+
+def speedup(baseline_mean_s: Optional[float], method_mean_s: Optional[float]) -> Optional[float]:
+    """How many times faster the method is than the baseline (> 1: faster)."""
+    if baseline_mean_s is None or method_mean_s is None or method_mean_s <= 0:
+        return None
+    return baseline_mean_s / method_mean_s
+
+
+def gap_pct(method_mean_s: Optional[float], oracle_mean_s: Optional[float]) -> Optional[float]:
+    """How much slower than the oracle the method is, in percent (0: matches it)."""
+    if method_mean_s is None or oracle_mean_s is None or oracle_mean_s <= 0:
+        return None
+    return (method_mean_s / oracle_mean_s - 1.0) * 100.0
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One method at one power limit, over seeds."""
+
+    method: str
+    power_limit_w: Optional[float]
+    batch_size: Optional[int]
+    freq_mhz: Optional[float]
+    n_runs: int
+    n_reached: int
+    time_mean_s: Optional[float]
+    time_std_s: Optional[float]
+    energy_mean_j: Optional[float]
+    energy_std_j: Optional[float]
+    peak_power_max_w: Optional[float]  # highest robust peak over the seeds
+    guard_events: int
+    speedup_vs_baseline1: Optional[float]
+    speedup_vs_baseline2: Optional[float]
+    gap_to_oracle_pct: Optional[float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(comparison: Comparison) -> list[SummaryRow]:
+    """One SummaryRow per (power limit, method), limits tight to loose."""
+    rows: list[SummaryRow] = []
+    for limit in sorted(comparison.power_limits_w, key=limit_sort_key):
+        means = {m: _reached_time(comparison.runs_for(m, limit)).mean for m in comparison.methods}
+        for m in comparison.methods:
+            rows.append(_summary_row(comparison, m, limit, means))
+    return rows
+
+
+def _reached_time(runs: Sequence[RunRecord]) -> Stat:
+    return stat(r.time_to_accuracy_s for r in runs if r.reached)
+
+
+def _summary_row(
+    comparison: Comparison,
+    method: str,
+    limit: Optional[float],
+    means: Mapping[str, Optional[float]],
+) -> SummaryRow:
+    runs = comparison.runs_for(method, limit)
+    reached = [r for r in runs if r.reached]
+    t = _reached_time(runs)
+    e = stat(r.energy_j for r in reached)
+    choice = comparison.choice(method, limit)
+    return SummaryRow(
+        method=method,
+        power_limit_w=limit,
+        batch_size=choice.batch_size if choice else (runs[0].batch_size if runs else None),
+        freq_mhz=choice.freq_mhz if choice else (runs[0].freq_mhz if runs else None),
+        n_runs=len(runs),
+        n_reached=len(reached),
+        time_mean_s=t.mean,
+        time_std_s=t.std,
+        energy_mean_j=e.mean,
+        energy_std_j=e.std,
+        peak_power_max_w=max((r.peak_power_w for r in runs), default=None),
+        guard_events=sum(r.guard_events for r in runs),
+        speedup_vs_baseline1=speedup(means.get("baseline1"), t.mean),
+        speedup_vs_baseline2=speedup(means.get("baseline2"), t.mean),
+        gap_to_oracle_pct=gap_pct(t.mean, means.get("oracle")),
+    )
+
+
+def summary_for(
+    rows: Sequence[SummaryRow], method: str, limit: Optional[float]
+) -> Optional[SummaryRow]:
+    for r in rows:
+        if r.method == method and r.power_limit_w == limit:
+            return r
+    return None

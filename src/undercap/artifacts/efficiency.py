@@ -1,0 +1,134 @@
+"""The efficiency artifact `undercap.efficiency/1`: N(b) per seed and r(b) on a proxy.
+
+r(b) = N(b) / N(b_max) with relative[str(max b)] == 1.0; a batch size that never
+reached the target has null runs and no `relative` entry, so it is excluded from
+selection visibly. Loading validates all of it. No torch import.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from undercap.artifacts.io import PathLike, check_schema, finite, load_json, save_json
+from undercap.errors import ArtifactError
+
+EFFICIENCY_SCHEMA = "undercap.efficiency/1"
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Samples-to-target N(b) per batch size and seed, and r(b) = N(b) / N(b_max).
+
+    A batch size whose runs never reached the target has `None` runs and no
+    `relative` entry: it is excluded from selection, visibly.
+    """
+
+    model: str
+    dataset: str
+    target_accuracy: float
+    samples_to_target: dict[int, tuple[Optional[int], ...]]
+    relative: dict[int, float]
+    extra: dict[str, Any] = field(default_factory=dict)  # cost, curves, spread, provenance
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(sorted(self.samples_to_target))
+
+    @property
+    def excluded_batch_sizes(self) -> tuple[int, ...]:
+        return tuple(b for b in self.batch_sizes if b not in self.relative)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema": EFFICIENCY_SCHEMA,
+            "model": self.model,
+            "dataset": self.dataset,
+            "target_accuracy": self.target_accuracy,
+            "samples_to_target": {
+                str(b): list(runs) for b, runs in sorted(self.samples_to_target.items())
+            },
+            "relative": {str(b): r for b, r in sorted(self.relative.items())},
+        }
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<efficiency>") -> Efficiency:
+        check_schema(obj, EFFICIENCY_SCHEMA, path)
+        for key in ("model", "dataset", "target_accuracy", "samples_to_target", "relative"):
+            if key not in obj:
+                raise ArtifactError(f"{path}: missing field {key!r}")
+        target = finite(obj["target_accuracy"], "target_accuracy", str(path))
+        if target > 1.0:
+            raise ArtifactError(f"{path}: target_accuracy must be a fraction in (0, 1]")
+        stt = _int_keyed(obj["samples_to_target"], "samples_to_target", path)
+        runs: dict[int, tuple[Optional[int], ...]] = {}
+        for b, v in stt.items():
+            if not isinstance(v, list) or not v:
+                raise ArtifactError(f"{path}: samples_to_target[{b}] must be a non-empty list")
+            for x in v:
+                if x is not None and (isinstance(x, bool) or not isinstance(x, int) or x <= 0):
+                    raise ArtifactError(
+                        f"{path}: samples_to_target[{b}] has {x!r}; use positive ints or null"
+                    )
+            runs[b] = tuple(v)
+        rel_obj = _int_keyed(obj["relative"], "relative", path)
+        relative = {
+            b: finite(v, f"relative[{b}]", str(path), positive=True) for b, v in rel_obj.items()
+        }
+        _check_relative(runs, relative, path)
+        known = {"schema", "model", "dataset", "target_accuracy", "samples_to_target", "relative"}
+        return cls(
+            model=str(obj["model"]),
+            dataset=str(obj["dataset"]),
+            target_accuracy=target,
+            samples_to_target=runs,
+            relative=relative,
+            extra={k: v for k, v in obj.items() if k not in known},
+        )
+
+
+def _int_keyed(obj: Any, name: str, path: PathLike) -> dict[int, Any]:
+    if not isinstance(obj, dict) or not obj:
+        raise ArtifactError(f"{path}: {name!r} must be a non-empty object keyed by batch size")
+    out: dict[int, Any] = {}
+    for k, v in obj.items():
+        try:
+            b = int(k)
+        except ValueError as e:
+            raise ArtifactError(f"{path}: {name} key {k!r} is not a batch size") from e
+        if b <= 0 or str(b) != str(k).strip():
+            raise ArtifactError(f"{path}: {name} key {k!r} is not a positive integer")
+        out[b] = v
+    return out
+
+
+def _check_relative(
+    runs: dict[int, tuple[Optional[int], ...]], relative: dict[int, float], path: PathLike
+) -> None:
+    extra = sorted(set(relative) - set(runs))
+    if extra:
+        raise ArtifactError(f"{path}: relative has batch sizes {extra} with no runs")
+    if not relative:
+        raise ArtifactError(f"{path}: no batch size reached the target; nothing to select")
+    for b in relative:
+        if all(x is None for x in runs[b]):
+            raise ArtifactError(f"{path}: batch size {b} has no finished run but a relative value")
+    b_max = max(relative)
+    if not math.isclose(relative[b_max], 1.0, rel_tol=1e-6):
+        raise ArtifactError(
+            f"{path}: relative[{b_max}] is {relative[b_max]}, but the largest batch size "
+            "must have r = 1.0 (r(b) = N(b) / N(b_max))"
+        )
+
+
+def load_efficiency(path: PathLike) -> Efficiency:
+    return Efficiency.from_dict(load_json(path, what="efficiency"), path)
+
+
+def save_efficiency(path: PathLike, eff: Efficiency) -> Path:
+    return save_json(path, eff.to_dict())

@@ -1,0 +1,152 @@
+"""The profile artifact `undercap.profile/1`: the measured lookup table t(b, f), P(b, f).
+
+Loading validates everything selection relies on (rows, finite positive numbers, no
+duplicates), so a bad file fails here with one clear line instead of producing a
+wrong choice later. No torch import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from undercap.artifacts.io import PathLike, check_schema, finite, load_json, save_json
+from undercap.errors import ArtifactError
+
+PROFILE_SCHEMA = "undercap.profile/1"
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    batch_size: int
+    freq_mhz: float
+    time_per_sample_s: float
+    peak_power_w: float
+    mean_power_w: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.batch_size,
+            "freq_mhz": self.freq_mhz,
+            "time_per_sample_s": self.time_per_sample_s,
+            "peak_power_w": self.peak_power_w,
+            "mean_power_w": self.mean_power_w,
+        }
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The measured lookup table t(b, f), P(b, f) for one model on one device."""
+
+    device: dict[str, Any]
+    model: str
+    input_shape: tuple[int, ...]
+    rows: tuple[ProfileRow, ...]
+    simulated: bool = False
+    mode: str = "full"  # "full" sweep or the paper's "efficient" sweep
+    power_limit_w: Optional[float] = None  # the limit an efficient sweep was run for
+    unfit_batch_sizes: tuple[int, ...] = ()  # tried but did not fit in memory
+    cost: dict[str, Any] = field(default_factory=dict)  # what profiling itself cost
+    workload: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(sorted({r.batch_size for r in self.rows}))
+
+    @property
+    def freqs_mhz(self) -> tuple[float, ...]:
+        return tuple(sorted({r.freq_mhz for r in self.rows}))
+
+    def row(self, batch_size: int, freq_mhz: float) -> Optional[ProfileRow]:
+        for r in self.rows:
+            if r.batch_size == batch_size and r.freq_mhz == freq_mhz:
+                return r
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": PROFILE_SCHEMA,
+            "device": self.device,
+            "model": self.model,
+            "input_shape": list(self.input_shape),
+            "simulated": self.simulated,
+            "mode": self.mode,
+            "power_limit_w": self.power_limit_w,
+            "unfit_batch_sizes": list(self.unfit_batch_sizes),
+            "cost": self.cost,
+            "workload": self.workload,
+            "provenance": self.provenance,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<profile>") -> Profile:
+        check_schema(obj, PROFILE_SCHEMA, path)
+        for key in ("device", "model", "input_shape", "rows"):
+            if key not in obj:
+                raise ArtifactError(f"{path}: missing field {key!r}")
+        rows_obj = obj["rows"]
+        if not isinstance(rows_obj, list) or not rows_obj:
+            raise ArtifactError(f"{path}: 'rows' must be a non-empty list")
+        rows = tuple(_profile_row(r, i, path) for i, r in enumerate(rows_obj))
+        seen: set[tuple[int, float]] = set()
+        for r in rows:
+            key = (r.batch_size, r.freq_mhz)
+            if key in seen:
+                raise ArtifactError(
+                    f"{path}: duplicate row for batch_size={r.batch_size}, "
+                    f"freq_mhz={r.freq_mhz}; re-run the profile"
+                )
+            seen.add(key)
+        try:
+            shape = tuple(int(x) for x in obj["input_shape"])
+        except (TypeError, ValueError) as e:
+            raise ArtifactError(f"{path}: input_shape must be a list of integers") from e
+        device = obj["device"]
+        if not isinstance(device, dict):
+            raise ArtifactError(f"{path}: 'device' must be an object")
+        limit = obj.get("power_limit_w")
+        return cls(
+            device=device,
+            model=str(obj["model"]),
+            input_shape=shape,
+            rows=rows,
+            simulated=bool(obj.get("simulated", device.get("is_simulated", False))),
+            mode=str(obj.get("mode", "full")),
+            power_limit_w=None if limit is None else finite(limit, "power_limit_w", str(path)),
+            unfit_batch_sizes=tuple(int(b) for b in obj.get("unfit_batch_sizes", [])),
+            cost=dict(obj.get("cost", {})),
+            workload=dict(obj.get("workload", {})),
+            provenance=dict(obj.get("provenance", {})),
+        )
+
+
+def _profile_row(r: Any, i: int, path: PathLike) -> ProfileRow:
+    where = f"{path}: rows[{i}]"
+    if not isinstance(r, dict):
+        raise ArtifactError(f"{where} must be an object")
+    fields = ("batch_size", "freq_mhz", "time_per_sample_s", "peak_power_w", "mean_power_w")
+    missing = [k for k in fields if k not in r]
+    if missing:
+        raise ArtifactError(f"{where} is missing {', '.join(missing)}")
+    b = r["batch_size"]
+    if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
+        raise ArtifactError(f"{where}: batch_size must be a positive integer, got {b!r}")
+    return ProfileRow(
+        batch_size=b,
+        freq_mhz=finite(r["freq_mhz"], "freq_mhz", where, positive=True),
+        time_per_sample_s=finite(r["time_per_sample_s"], "time_per_sample_s", where, positive=True),
+        peak_power_w=finite(r["peak_power_w"], "peak_power_w", where, positive=True),
+        mean_power_w=finite(r["mean_power_w"], "mean_power_w", where, positive=True),
+    )
+
+
+def load_profile(path: PathLike) -> Profile:
+    return Profile.from_dict(load_json(path, what="profile"), path)
+
+
+def save_profile(path: PathLike, profile: Profile) -> Path:
+    return save_json(path, profile.to_dict())

@@ -1,0 +1,134 @@
+"""The selection artifact `undercap.selection/1`: the configuration to train with.
+
+Written by `undercap select --json`, `undercap run` and `undercap compare`; read by
+`undercap train --from-selection`. The choice sits at the top level (`batch_size`,
+`freq_mhz`, `power_limit_w`, `peak_power_w`, ...), next to `model`, `device`,
+`simulated` and a `training` block that says how to train so that device training
+repeats what r(b) was measured with (the largest batch and base learning rate of the
+sqrt scaling, the weights, budgets). Everything else (candidates, exclusions,
+baselines, provenance) is kept as it is under the remaining keys.
+
+Older shapes still load: the v0.1 `run` file (the choice nested under "choice") and
+the v0.1 `select --json` output (flat, no schema). Their training block is rebuilt
+from the efficiency artifact they name, or the `efficiency.json` beside them (the
+layout of a `run` folder). No torch import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from undercap.artifacts.io import PathLike, finite, load_json, save_json
+from undercap.errors import ArtifactError
+
+SELECTION_SCHEMA = "undercap.selection/1"
+_CHOICE = ("method", "batch_size", "freq_mhz", "time_per_sample_s", "peak_power_w")
+_OPTIONAL = ("relative_samples", "score")
+_IDENTITY = ("model", "device", "simulated", "power_limit_w")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One chosen configuration and what it takes to train with it."""
+
+    method: str
+    batch_size: int
+    freq_mhz: float
+    time_per_sample_s: float
+    peak_power_w: float
+    power_limit_w: Optional[float]
+    model: Optional[str]
+    device: Optional[str]
+    simulated: bool
+    relative_samples: Optional[float] = None
+    score: Optional[float] = None
+    training: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": SELECTION_SCHEMA}
+        for k in (*_CHOICE, *_OPTIONAL, *_IDENTITY):
+            out[k] = getattr(self, k)
+        out["training"] = dict(self.training)
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<selection>") -> Selection:
+        schema = obj.get("schema")
+        if schema not in (None, SELECTION_SCHEMA):
+            raise ArtifactError(f"{path}: schema is {schema!r}, expected {SELECTION_SCHEMA!r}")
+        nested = obj.get("choice")
+        flat = dict(nested, **{k: obj[k] for k in _IDENTITY if k in obj}) if nested else obj
+        missing = [k for k in ("batch_size", "freq_mhz", "power_limit_w") if k not in flat]
+        if missing:
+            raise ArtifactError(
+                f"{path} has no {missing[0]!r}; pass a selection written by `undercap select "
+                "--json`, `undercap run` or `undercap compare`"
+            )
+        return cls(**_fields(flat, str(path)), extra=_extra(obj))
+
+
+def _fields(d: Mapping[str, Any], where: str) -> dict[str, Any]:
+    b = d["batch_size"]
+    if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
+        raise ArtifactError(f"{where}: batch_size must be a positive integer, got {b!r}")
+    limit = d.get("power_limit_w")
+    return {
+        "method": str(d.get("method", "ours")),
+        "batch_size": b,
+        "freq_mhz": finite(d["freq_mhz"], "freq_mhz", where, positive=True),
+        "time_per_sample_s": float(d.get("time_per_sample_s") or 0.0),
+        "peak_power_w": float(d.get("peak_power_w") or 0.0),
+        "power_limit_w": None if limit is None else finite(limit, "power_limit_w", where),
+        "model": d.get("model"),
+        "device": d.get("device"),
+        "simulated": bool(d.get("simulated", False)),
+        "relative_samples": _opt_float(d.get("relative_samples")),
+        "score": _opt_float(d.get("score")),
+        "training": dict(d.get("training") or {}),
+    }
+
+
+def _extra(obj: Mapping[str, Any]) -> dict[str, Any]:
+    known = {"schema", "choice", "training", *_CHOICE, *_OPTIONAL, *_IDENTITY}
+    return {k: v for k, v in obj.items() if k not in known}
+
+
+def _opt_float(x: Any) -> Optional[float]:
+    return None if x is None else float(x)
+
+
+def _training_from_efficiency(sel_path: Path, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """v0.1 files: the LR scaling from the efficiency artifact the selection used."""
+    named = extra.get("efficiency")
+    candidates = [Path(named)] if named else []
+    if named and not Path(named).is_absolute():
+        candidates.append(sel_path.parent / named)
+    candidates.append(sel_path.parent / "efficiency.json")
+    for p in candidates:
+        if p.is_file():
+            cfg = load_json(p, what="efficiency").get("config") or {}
+            return {
+                k: v
+                for k, v in (("max_batch_size", cfg.get("b_max")), ("base_lr", cfg.get("base_lr")))
+                if v is not None
+            }
+    return {}
+
+
+def load_selection(path: PathLike) -> Selection:
+    path = Path(path)
+    sel = Selection.from_dict(load_json(path, what="selection"), path)
+    if sel.training:
+        return sel
+    training = _training_from_efficiency(path, sel.extra)
+    return dataclasses.replace(sel, training=training)
+
+
+def save_selection(path: PathLike, selection: Selection) -> Path:
+    return save_json(path, selection.to_dict())

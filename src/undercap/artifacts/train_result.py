@@ -1,0 +1,93 @@
+"""The result of one training run on a device (`undercap train`), as a JSON artifact.
+
+Kept free of torch so reports and comparisons can read results without loading it.
+Times: `time_to_accuracy_s` and `train_time_s` are on the device's clock and cover
+training steps only (virtual clock on a simulated device, wall clock on hardware);
+evaluation is reported separately in `eval_wall_s` and never charged to training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from undercap.artifacts.io import load_json, save_json
+from undercap.errors import ArtifactError
+
+TRAIN_SCHEMA = "undercap.train/1"
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    reached: bool
+    time_to_accuracy_s: Optional[float]  # device-clock training time to the target; None if missed
+    train_time_s: float  # device-clock training time of the whole run
+    samples_to_target: Optional[int]
+    samples_trained: int
+    steps: int
+    final_accuracy: float
+    target_accuracy: float
+    energy_j: float  # energy of the training steps (evaluation excluded)
+    energy_source: str  # "counter" (device energy counter) or "sampler" (integrated power)
+    peak_power_w: float  # robust peak (PowerSampler), the figure limits are checked against
+    max_raw_power_w: float  # highest single reading, noise included
+    mean_power_w: float  # energy_j / train_time_s
+    eval_wall_s: float  # host seconds spent evaluating (not charged to training)
+    train_wall_s: float  # host seconds spent in training steps
+    batch_size: int
+    lr: float
+    freq_mhz_requested: Optional[float]  # None: clocks left as they were
+    freq_mhz_start: Optional[float]  # read back after locking
+    freq_mhz_final: Optional[float]  # after any guard step-downs
+    power_limit_w: Optional[float]
+    limit_exceeded: bool  # the robust peak went above the limit at some point
+    guard_window_s: float
+    guard_events: tuple[dict[str, Any], ...]
+    simulated: bool
+    device: dict[str, Any]
+    model: str
+    dataset: str
+    curve: tuple[dict[str, Any], ...]  # {"samples", "accuracy", "loss"} per evaluation
+    resumed_from: Optional[int] = None  # samples in the checkpoint the run last resumed from
+    warnings: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def time_basis(self) -> str:
+        return "virtual" if self.simulated else "wall"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for key in ("guard_events", "curve", "warnings"):
+            d[key] = list(d[key])
+        return {"schema": TRAIN_SCHEMA, "time_basis": self.time_basis, **d}
+
+    @classmethod
+    def from_dict(
+        cls, obj: Mapping[str, Any], path: Union[str, Path] = "<train result>"
+    ) -> TrainResult:
+        if obj.get("schema") != TRAIN_SCHEMA:
+            raise ArtifactError(
+                f"{path}: schema is {obj.get('schema')!r}, expected {TRAIN_SCHEMA!r}"
+            )
+        names = {f.name for f in fields(cls)}
+        defaults = {"resumed_from", "warnings", "config", "provenance"}
+        missing = sorted(n for n in names - defaults if n not in obj)
+        if missing:
+            raise ArtifactError(f"{path}: missing field(s) {', '.join(missing)}")
+        kw = {k: v for k, v in obj.items() if k in names}
+        for key in ("guard_events", "curve", "warnings"):
+            if key in kw:
+                kw[key] = tuple(kw[key])
+        return cls(**kw)
+
+
+def save_train_result(path: Union[str, Path], result: TrainResult) -> Path:
+    return save_json(path, result.to_dict())
+
+
+def load_train_result(path: Union[str, Path]) -> TrainResult:
+    return TrainResult.from_dict(load_json(path, what="training result"), path)

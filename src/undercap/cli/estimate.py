@@ -1,0 +1,301 @@
+"""`undercap pretrain`, `undercap estimate` and `undercap plot-efficiency`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from undercap.cli.common import fraction, int_list, positive_float, positive_int, shape
+
+DEFAULTS = {"max_samples": 20_000, "eval_every": 128, "target_fraction": 0.95}
+
+
+def seeds_arg(text: str) -> list[int]:
+    """'3' -> seeds 0, 1, 2; '0,1,2' or '5,' -> exactly those seeds."""
+    text = text.strip()
+    if "," not in text:
+        return list(range(positive_int(text)))
+    try:
+        seeds = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: seeds must be integers") from e
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: give distinct seeds, e.g. 0,1,2")
+    return seeds
+
+
+def _add_data_args(p: argparse.ArgumentParser, *, default: Optional[str]) -> None:
+    p.add_argument(
+        "--model", required=True, help="small-cnn, resnet18, mobilenetv2, char-transformer"
+    )
+    p.add_argument(
+        "--dataset",
+        default=default,
+        required=default is None,
+        help="digits, npz:FILE, cifar10, mnist, folder:DIR, text:FILE[+FILE...]"
+        + (f" (default {default})" if default else ""),
+    )
+    p.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
+    p.add_argument(
+        "--input-shape",
+        type=shape,
+        default=None,
+        help="resize images to this shape, e.g. 3x32x32 (default: the data's)",
+    )
+    p.add_argument(
+        "--context",
+        type=positive_int,
+        default=64,
+        help="characters per sequence for text datasets (default 64)",
+    )
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="use at most this many samples of the dataset (quick runs)",
+    )
+    p.add_argument(
+        "--split",
+        choices=("paper", "official"),
+        default=None,
+        help="paper: seeded 80/20 (text 90/10); official: the format's own "
+        "(default: official where the format has one)",
+    )
+    p.add_argument(
+        "--lr",
+        type=positive_float,
+        default=None,
+        help="learning rate (estimate: at the largest batch; default: the model's)",
+    )
+    p.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N] (default auto)")
+    p.add_argument(
+        "--eval-max-samples",
+        type=positive_int,
+        default=None,
+        help="evaluate on at most N test samples (default: the whole test split)",
+    )
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="torch threads (estimate: per job; default: the cores, split between --jobs "
+        "workers; 1 is fastest on a busy machine)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pretrain",
+        help="train a model on a source dataset and save its weights",
+        description="Pre-train a model; `estimate --pretrained` and device "
+        "training then start from these weights.",
+    )
+    _add_data_args(p, default=None)
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--epochs",
+        type=positive_float,
+        default=None,
+        help="passes over the training split (default 5)",
+    )
+    budget.add_argument(
+        "--max-samples", type=positive_int, default=None, help="training samples instead of epochs"
+    )
+    p.add_argument("--batch-size", type=positive_int, default=64, help="default 64")
+    p.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=None,
+        help="evaluate every N samples (default: once per epoch)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", type=Path, required=True, help="weights file to write")
+    p.set_defaults(func=cmd_pretrain)
+
+    e = sub.add_parser(
+        "estimate",
+        help="estimate r(b) = N(b)/N(b_max) on a proxy dataset",
+        description="Train the same (pre-trained) model with every batch size "
+        "and several seeds to the target accuracy; write the efficiency "
+        "artifact. Finished runs are kept in the work dir, so an interrupted "
+        "estimate resumes where it stopped.",
+    )
+    _add_data_args(e, default="digits")
+    e.add_argument(
+        "--batch-sizes",
+        type=int_list,
+        default=int_list("8..128"),
+        help="e.g. 8..128 (powers of two) or 16,32,64 (default 8..128)",
+    )
+    e.add_argument(
+        "--seeds",
+        type=seeds_arg,
+        default=list(range(3)),
+        help="a count (3 -> seeds 0,1,2) or a list (0,1,2) (default 3)",
+    )
+    target = e.add_mutually_exclusive_group()
+    target.add_argument(
+        "--target-accuracy",
+        type=fraction,
+        default=None,
+        help="absolute target test accuracy, e.g. 0.9",
+    )
+    target.add_argument(
+        "--target-fraction",
+        type=fraction,
+        default=None,
+        help="target = this fraction of the best accuracy the largest batch "
+        f"reaches within the budget (default {DEFAULTS['target_fraction']})",
+    )
+    e.add_argument(
+        "--max-samples",
+        type=positive_int,
+        default=DEFAULTS["max_samples"],
+        help=f"sample budget per run (default {DEFAULTS['max_samples']})",
+    )
+    e.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=DEFAULTS["eval_every"],
+        help=f"evaluate every N training samples; N(b) is resolved to this "
+        f"(default {DEFAULTS['eval_every']})",
+    )
+    e.add_argument(
+        "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
+    )
+    e.add_argument(
+        "--pretrained",
+        default=None,
+        help="weights from `undercap pretrain` "
+        "(default: a seeded random init, the same for every run)",
+    )
+    e.add_argument(
+        "--fresh-head",
+        action="store_true",
+        help="re-initialise the classifier head after loading --pretrained (per seed): "
+        "transfer to a new task, as an ImageNet model gets a new head for the proxy",
+    )
+    e.add_argument("--init-seed", type=int, default=0, help="seed of the random init")
+    e.add_argument(
+        "--plateau-patience",
+        type=positive_int,
+        default=None,
+        help="with --target-fraction: end the largest batch's reference runs after "
+        "N evaluations without a new best (default: run the whole budget)",
+    )
+    e.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        help="run (b, seed) jobs in N worker processes (default 1)",
+    )
+    e.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="where finished runs are kept (default OUTPUT.runs/)",
+    )
+    e.add_argument("--fresh", action="store_true", help="discard finished runs in the work dir")
+    e.add_argument("-o", "--output", type=Path, required=True, help="efficiency JSON to write")
+    e.set_defaults(func=cmd_estimate)
+
+    q = sub.add_parser("plot-efficiency", help="plot accuracy curves and r(b) of an estimate")
+    q.add_argument("efficiency", type=Path)
+    q.add_argument("-o", "--output", type=Path, required=True, help="image to write (.png)")
+    q.set_defaults(func=cmd_plot_efficiency)
+
+
+def _data_spec(args: argparse.Namespace) -> Any:
+    from undercap.data.spec import DataSpec
+
+    return DataSpec(
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        input_shape=args.input_shape,
+        context=args.context,
+        limit=args.limit,
+        split=args.split,
+    )
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from undercap.estimate.pretrain import pretrain
+
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    res = pretrain(
+        args.model,
+        _data_spec(args),
+        args.output,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        max_samples=args.max_samples,
+        epochs=args.epochs,
+        eval_every_samples=args.eval_every,
+        eval_max_samples=args.eval_max_samples,
+        seed=args.seed,
+        torch_device=args.torch_device,
+        progress=not args.no_progress,
+    )
+    kind = "character " if res.meta.get("accuracy_kind") == "character" else ""
+    print(
+        f"pre-trained {res.model} on {res.dataset}: {res.samples_trained} samples in "
+        f"{res.wall_s:.1f} s; final test {kind}accuracy {res.accuracy:.4f} "
+        f"(best {res.best_accuracy:.4f})"
+    )
+    print(f"  wrote {res.path}")
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from undercap.artifacts import save_efficiency
+    from undercap.estimate import EstimateConfig, estimate
+    from undercap.report.text import estimate_summary
+
+    if args.target_accuracy is None and args.target_fraction is None:
+        args.target_fraction = DEFAULTS["target_fraction"]
+    cfg = EstimateConfig(
+        model=args.model,
+        data=_data_spec(args),
+        batch_sizes=tuple(args.batch_sizes),
+        seeds=tuple(args.seeds),
+        target_accuracy=args.target_accuracy,
+        target_fraction=args.target_fraction,
+        max_samples=args.max_samples,
+        eval_every_samples=args.eval_every,
+        eval_max_samples=args.eval_max_samples,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        pretrained=args.pretrained,
+        init_seed=args.init_seed,
+        fresh_head=args.fresh_head,
+        plateau_patience=args.plateau_patience,
+    )
+    work_dir = args.work_dir or Path(str(args.output) + ".runs")
+    eff = estimate(
+        cfg,
+        cache_dir=work_dir,
+        jobs=args.jobs,
+        torch_device=args.torch_device,
+        fresh=args.fresh,
+        progress=not args.no_progress,
+        threads=args.threads,
+    )
+    save_efficiency(args.output, eff)
+    print(estimate_summary(eff))
+    print(f"  wrote {args.output} (runs cached in {work_dir})")
+    return 0
+
+
+def cmd_plot_efficiency(args: argparse.Namespace) -> int:
+    from undercap.artifacts import load_efficiency
+    from undercap.report.efficiency import plot_efficiency
+
+    out = plot_efficiency(load_efficiency(args.efficiency), args.output)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0

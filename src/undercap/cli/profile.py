@@ -1,0 +1,149 @@
+"""`undercap profile` and `undercap plot-profile`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from undercap.cli.common import (
+    add_device_args,
+    float_list,
+    int_list,
+    open_device_from_args,
+    positive_float,
+    positive_int,
+    shape,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="measure time per sample and peak power for every (batch size, frequency)",
+        description="Run a few mini-batches of the real model per configuration on the "
+        "device and write the profile artifact (t(b, f), P(b, f)).",
+    )
+    add_device_args(p)
+    p.add_argument(
+        "--model", required=True, help="small-cnn, resnet18, mobilenetv2, char-transformer"
+    )
+    p.add_argument(
+        "--input-shape",
+        type=shape,
+        default=None,
+        help="per-sample input shape, e.g. 3x32x32 (default: the model's)",
+    )
+    p.add_argument(
+        "--num-classes",
+        type=positive_int,
+        default=None,
+        help="classes of the target task (default 10; vocabulary size for text)",
+    )
+    p.add_argument(
+        "--batch-sizes",
+        type=int_list,
+        default=None,
+        help="e.g. 8..512 (powers of two) or 16,32,64 (default 8..512; "
+        "batch sizes that do not fit in memory are skipped)",
+    )
+    p.add_argument(
+        "--power-limit",
+        type=positive_float,
+        default=None,
+        metavar="W",
+        help="use the paper's efficient sweep for this limit (Sec. 4.1)",
+    )
+    p.add_argument("--full", action="store_true", help="full sweep even with --power-limit")
+    p.add_argument(
+        "--freqs-mhz",
+        type=float_list,
+        default=None,
+        help="only these frequencies (snapped to the device's steps)",
+    )
+    p.add_argument("--warmup", type=int, default=2, help="warm-up steps per configuration")
+    p.add_argument("--steps", type=positive_int, default=5, help="measured steps per configuration")
+    p.add_argument("--sample-rate-hz", type=positive_float, default=200.0)
+    p.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("-o", "--output", type=Path, required=True, help="profile JSON to write")
+    p.set_defaults(func=cmd_profile)
+
+    q = sub.add_parser(
+        "plot-profile",
+        help="plot time vs power for every (b, f) with the feasible region (Figure 1)",
+    )
+    q.add_argument("profile", type=Path)
+    q.add_argument("--power-limit", type=positive_float, default=None, metavar="W")
+    q.add_argument(
+        "--efficiency",
+        type=Path,
+        default=None,
+        help="efficiency artifact: mark the configuration undercap selects",
+    )
+    q.add_argument(
+        "--safe-freq-mhz",
+        type=positive_float,
+        default=None,
+        help="Baseline 1's safe frequency (default: derived from this profile alone; "
+        "`undercap compare` derives it from every supported model)",
+    )
+    q.add_argument("-o", "--output", type=Path, required=True, help="PNG to write")
+    q.set_defaults(func=cmd_plot_profile)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from undercap.artifacts import save_profile
+    from undercap.models import model_spec
+    from undercap.profile import ProfileSettings, run_profile
+    from undercap.report.text import profile_summary
+
+    spec = model_spec(args.model)
+    input_shape = args.input_shape or spec.default_input_shape
+    settings = ProfileSettings(
+        warmup_steps=args.warmup,
+        measure_steps=args.steps,
+        sample_rate_hz=args.sample_rate_hz,
+        seed=args.seed,
+    )
+    with open_device_from_args(args, seed=args.seed) as device:
+        profile = run_profile(
+            device,
+            args.model,
+            input_shape,
+            args.batch_sizes,
+            num_classes=args.num_classes or spec.profile_classes(),
+            power_limit_w=args.power_limit,
+            efficient=False if args.full else None,
+            freqs_mhz=args.freqs_mhz,
+            settings=settings,
+            torch_device=args.torch_device,
+            progress=not args.no_progress,
+        )
+    save_profile(args.output, profile)
+    print(profile_summary(profile))
+    print(f"  wrote {args.output}")
+    return 0
+
+
+def cmd_plot_profile(args: argparse.Namespace) -> int:
+    from undercap.artifacts import load_efficiency, load_profile
+    from undercap.errors import UndercapError
+    from undercap.report.figures import plot_profile
+    from undercap.select import baseline1, safe_freq_mhz, select_ours
+
+    profile = load_profile(args.profile)
+    choice = baseline = None
+    if args.efficiency is not None:
+        if args.power_limit is None:
+            raise UndercapError("--efficiency needs --power-limit W to mark a choice")
+        eff = load_efficiency(args.efficiency)
+        choice = select_ours(profile, eff.relative, args.power_limit)
+        safe = args.safe_freq_mhz or safe_freq_mhz([profile], args.power_limit)
+        baseline = baseline1(profile, args.power_limit, safe)
+    out = plot_profile(
+        profile, args.output, power_limit_w=args.power_limit, choice=choice, baseline=baseline
+    )
+    print(f"wrote {out}", file=sys.stderr)
+    return 0

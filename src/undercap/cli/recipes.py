@@ -1,0 +1,371 @@
+"""`undercap run` (the method end to end) and `undercap compare` (baselines vs ours
+vs the oracle over power limits and seeds)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from undercap.cli.common import (
+    add_device_args,
+    fraction,
+    int_list,
+    positive_float,
+    positive_int,
+    shape,
+)
+from undercap.cli.estimate import seeds_arg
+
+
+def power_limit(text: str) -> Optional[float]:
+    """'5' -> 5.0 W, 'none' -> no limit."""
+    if text.strip().lower() in ("none", "no", "off", "inf"):
+        return None
+    return positive_float(text)
+
+
+def power_limits(text: str) -> list[Optional[float]]:
+    """'5,7,none' -> [5.0, 7.0, None]."""
+    items = [t for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("give power limits such as 5,7,none")
+    out = [power_limit(t) for t in items]
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"{text!r}: power limits must be distinct")
+    return out
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument(
+        "--model", required=True, help="small-cnn, resnet18, mobilenetv2, char-transformer"
+    )
+    g.add_argument(
+        "--target",
+        required=True,
+        help="the dataset to train on: digits, npz:FILE, cifar10, mnist, "
+        "folder:DIR, text:FILE[+FILE...]",
+    )
+    g.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
+    g.add_argument(
+        "--input-shape",
+        type=shape,
+        default=None,
+        help="map images to this shape, e.g. 3x32x32 (default: the target's own)",
+    )
+    g.add_argument(
+        "--context",
+        type=positive_int,
+        default=64,
+        help="characters per sequence for text (default 64)",
+    )
+    for role in ("proxy", "target", "pretrain"):
+        g.add_argument(
+            f"--{role}-limit",
+            type=positive_int,
+            default=None,
+            help=f"use a class-balanced subset of this many {role} training samples",
+        )
+        g.add_argument(
+            f"--{role}-split-seed",
+            type=int,
+            default=0,
+            help=f"seed of the {role} train/test split and subset (default 0)",
+        )
+    g.add_argument(
+        "--pretrain",
+        default=None,
+        metavar="SPEC",
+        help="pre-train on this dataset first; estimates and device runs start from those weights",
+    )
+    g.add_argument(
+        "--pretrain-samples",
+        type=positive_int,
+        default=None,
+        help="pre-training budget in samples (default 5 epochs)",
+    )
+    g.add_argument(
+        "--pretrained",
+        default=None,
+        metavar="WEIGHTS",
+        help="start from these weights (from `undercap pretrain`)",
+    )
+
+
+def _add_training_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("training")
+    g.add_argument(
+        "--batch-sizes",
+        type=int_list,
+        default=int_list("8..256"),
+        help="candidate batch sizes, e.g. 8..256 (default) or 16,32,64",
+    )
+    g.add_argument(
+        "--max-samples",
+        type=positive_int,
+        default=20_000,
+        help="sample budget of every training run (default 20000)",
+    )
+    g.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=256,
+        help="evaluate every this many training samples (default 256)",
+    )
+    g.add_argument(
+        "--eval-max-samples",
+        type=positive_int,
+        default=None,
+        help="evaluate on at most this many test samples",
+    )
+    g.add_argument(
+        "--lr",
+        type=positive_float,
+        default=None,
+        help="learning rate at the largest batch (default: the model's)",
+    )
+    g.add_argument(
+        "--estimate-seeds",
+        type=seeds_arg,
+        default=None,
+        help="seeds of the r(b) estimates, e.g. 3 or 0,1,2",
+    )
+    g.add_argument(
+        "--proxy-accuracy",
+        type=fraction,
+        default=None,
+        help="target accuracy on the proxy (default: the target's)",
+    )
+    g.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
+    g.add_argument(
+        "--jobs", type=positive_int, default=1, help="parallel estimate runs (default 1)"
+    )
+    g.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="cache of profiles, estimates and runs (default OUTPUT/cache)",
+    )
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser(
+        "run",
+        help="estimate r(b), profile, select and train under a power limit, in one go",
+        description="The method end to end: estimate (or reuse) r(b) on the proxy, profile "
+        "(or reuse) the device, select the batch size and frequency (Algorithm 1), train on "
+        "the target on the device, and write one results folder with a summary.",
+    )
+    add_device_args(r)
+    _add_data_args(r)
+    r.add_argument(
+        "--proxy", default=None, help="dataset r(b) is estimated on (not needed with --efficiency)"
+    )
+    r.add_argument(
+        "--power-limit",
+        type=power_limit,
+        required=True,
+        metavar="W",
+        help="power limit in W, or 'none'",
+    )
+    r.add_argument(
+        "--target-accuracy",
+        type=fraction,
+        required=True,
+        help="train on the target until this test accuracy (e.g. 0.9)",
+    )
+    r.add_argument(
+        "--proxy-fraction",
+        type=fraction,
+        default=None,
+        help="proxy target as a fraction of the largest batch's best accuracy",
+    )
+    r.add_argument("--efficiency", default=None, help="reuse this efficiency artifact")
+    r.add_argument("--profile", default=None, help="reuse this profile")
+    r.add_argument(
+        "--full-profile",
+        action="store_true",
+        help="full sweep instead of the efficient one for the limit (Sec. 4.1)",
+    )
+    r.add_argument("--seed", type=int, default=0, help="seed of the device training run")
+    _add_training_args(r)
+    r.add_argument("-o", "--output", type=Path, required=True, help="results folder")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser(
+        "compare",
+        help="baseline 1, baseline 2, ours and the oracle over power limits and seeds",
+        description="For each power limit: every method's (batch size, frequency), trained "
+        "on the target on the device for every seed; writes comparison.{json,md}, runs.csv, "
+        "summary.csv and time/energy bar charts (paper Tables 2-4).",
+    )
+    add_device_args(c)
+    _add_data_args(c)
+    c.add_argument("--proxy", required=True, help="dataset r(b) is estimated on")
+    c.add_argument(
+        "--power-limits",
+        type=power_limits,
+        required=True,
+        metavar="W,W,none",
+        help="power limits in W; 'none' = no limit (e.g. 3.5,3.8,none)",
+    )
+    c.add_argument(
+        "--seeds",
+        type=seeds_arg,
+        default=[0, 1, 2],
+        help="device training seeds: a count (3) or a list (0,1,2)",
+    )
+    tgt = c.add_mutually_exclusive_group(required=True)
+    tgt.add_argument(
+        "--target-accuracy",
+        type=fraction,
+        default=None,
+        help="absolute target accuracy on the target (e.g. 0.9)",
+    )
+    tgt.add_argument(
+        "--target-fraction",
+        type=fraction,
+        default=None,
+        help="target = this fraction of the largest batch's best accuracy (on each dataset)",
+    )
+    c.add_argument("--profile", default=None, help="reuse this profile of the model")
+    c.add_argument(
+        "--safe-profiles",
+        default="",
+        help="real devices: comma-separated profiles of the other supported "
+        "models, for the baselines' safe frequency",
+    )
+    _add_training_args(c)
+    c.add_argument("-o", "--output", type=Path, required=True, help="results folder")
+    c.set_defaults(func=cmd_compare)
+
+
+# --- shared set-up ----------------------------------------------------------------
+def _spec(args: argparse.Namespace, role: str, dataset: str) -> Any:
+    from undercap.data.spec import DataSpec
+
+    return DataSpec(
+        dataset=dataset,
+        data_dir=args.data_dir,
+        input_shape=args.input_shape,
+        context=args.context,
+        limit=getattr(args, f"{role}_limit"),
+        seed=getattr(args, f"{role}_split_seed"),
+    )
+
+
+def _check_common(args: argparse.Namespace) -> None:
+    from undercap.data import parse_spec
+    from undercap.errors import UndercapError
+    from undercap.models import model_spec
+
+    model_spec(args.model)  # an unknown model fails here, before any work
+    for name in ("target", "proxy", "pretrain"):
+        spec = getattr(args, name, None)
+        if spec is not None:
+            parse_spec(spec)  # a bad spec fails here, before any work
+    if args.pretrain and args.pretrained:
+        raise UndercapError("give either --pretrain or --pretrained, not both")
+    if args.pretrained and not Path(args.pretrained).is_file():
+        raise UndercapError(f"weights file {args.pretrained} does not exist")
+    if len(set(args.batch_sizes)) < 1 or args.max_samples < max(args.batch_sizes):
+        raise UndercapError(
+            f"--max-samples {args.max_samples} is below the largest batch size "
+            f"{max(args.batch_sizes)}"
+        )
+
+
+def _setup(args: argparse.Namespace) -> Any:
+    from undercap.recipes.common import TrainingSetup
+
+    return TrainingSetup(
+        model=args.model,
+        batch_sizes=tuple(sorted(set(args.batch_sizes))),
+        max_samples=args.max_samples,
+        eval_every_samples=args.eval_every,
+        eval_max_samples=args.eval_max_samples,
+        lr=args.lr,
+        pretrained=args.pretrained,
+        torch_device=args.torch_device,
+        jobs=args.jobs,
+    )
+
+
+def _device_options(args: argparse.Namespace) -> dict[str, Any]:
+    if args.device.startswith("sim:"):
+        return {"read_only": args.read_only} if args.read_only else {}
+    return {
+        "sysfs_root": args.sysfs_root,
+        "read_only": args.read_only,
+        "allow_clock_control": args.allow_clock_control,
+    }
+
+
+# --- commands ---------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    from undercap.errors import UndercapError
+    from undercap.recipes.run import RunConfig, run
+
+    _check_common(args)
+    if args.proxy is None and args.efficiency is None:
+        raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
+    cfg = RunConfig(
+        device=args.device,
+        model=args.model,
+        proxy=_spec(args, "proxy", args.proxy) if args.proxy else None,
+        target=_spec(args, "target", args.target),
+        power_limit_w=args.power_limit,
+        setup=_setup(args),
+        target_accuracy=args.target_accuracy,
+        proxy_accuracy=args.proxy_accuracy,
+        proxy_fraction=args.proxy_fraction,
+        estimate_seeds=tuple(args.estimate_seeds or (0, 1, 2)),
+        seed=args.seed,
+        efficiency=args.efficiency,
+        profile=args.profile,
+        pretrain_source=_spec(args, "pretrain", args.pretrain) if args.pretrain else None,
+        pretrain_samples=args.pretrain_samples,
+        full_profile=args.full_profile,
+        cache_dir=str(args.cache_dir) if args.cache_dir else None,
+        device_options=_device_options(args),
+    )
+    out = run(cfg, args.output, progress=not args.no_progress)
+    sys.stdout.write(out.summary)
+    print(f"wrote {args.output}/")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from undercap.recipes.compare import CompareConfig, run_comparison
+    from undercap.report.compare import markdown_report
+
+    _check_common(args)
+    cfg = CompareConfig(
+        device=args.device,
+        model=args.model,
+        proxy=_spec(args, "proxy", args.proxy),
+        target=_spec(args, "target", args.target),
+        power_limits_w=tuple(args.power_limits),
+        setup=_setup(args),
+        seeds=tuple(args.seeds),
+        target_accuracy=args.target_accuracy,
+        target_fraction=args.target_fraction,
+        proxy_accuracy=args.proxy_accuracy,
+        estimate_seeds=tuple(args.estimate_seeds) if args.estimate_seeds else None,
+        pretrain_source=_spec(args, "pretrain", args.pretrain) if args.pretrain else None,
+        pretrain_samples=args.pretrain_samples,
+        profile=args.profile,
+        safe_profiles=tuple(p for p in args.safe_profiles.split(",") if p.strip()),
+        cache_dir=str(args.cache_dir) if args.cache_dir else None,
+        device_options=_device_options(args),
+    )
+    comparison = run_comparison(cfg, args.output, progress=not args.no_progress)
+    sys.stdout.write(markdown_report(comparison))
+    print(
+        f"\nwrote {args.output}/ (comparison.json, comparison.md, runs.csv, summary.csv, "
+        "time_to_accuracy.png, energy.png, profile_<limit>W.png)"
+    )
+    return 0

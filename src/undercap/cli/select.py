@@ -1,0 +1,81 @@
+"""`undercap select`: the batch size and GPU frequency to train with (Algorithm 1),
+compared with Baselines 1 and 2 (recipes/select.py). Never imports torch."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from undercap.cli.common import positive_float, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "select",
+        help="pick the batch size and GPU frequency that reach the target fastest under a cap",
+        description="Apply Algorithm 1 to a device profile and a batch-size efficiency "
+        "estimate, and compare with the fixed-frequency baselines.",
+    )
+    p.add_argument("--profile", type=Path, required=True, help="profile JSON (undercap profile)")
+    p.add_argument(
+        "--efficiency", type=Path, required=True, help="efficiency JSON (undercap estimate)"
+    )
+    p.add_argument(
+        "--power-limit", type=positive_float, required=True, metavar="W", help="power cap in W"
+    )
+    p.add_argument(
+        "--safe-freq-mhz",
+        type=positive_float,
+        default=None,
+        metavar="F",
+        help="the baselines' fixed safe frequency (default: derived from this profile alone; "
+        "the paper uses the highest frequency safe for every supported model)",
+    )
+    p.add_argument(
+        "--proxy-efficiency",
+        type=Path,
+        default=None,
+        metavar="E2",
+        help="efficiency JSON Baseline 2 picks its batch size from (default: --efficiency)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_select)
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from undercap.artifacts import load_efficiency, load_profile
+    from undercap.recipes.select import build_selection
+    from undercap.report.text import selection_summary
+
+    profile = load_profile(args.profile)
+    eff = load_efficiency(args.efficiency)
+    _same_model(profile, eff, args.profile, args.efficiency)
+    proxy = eff
+    if args.proxy_efficiency is not None:
+        proxy = load_efficiency(args.proxy_efficiency)
+        _same_model(profile, proxy, args.profile, args.proxy_efficiency)
+    selection = build_selection(
+        profile, eff, args.power_limit, proxy=proxy, safe_freq_mhz=args.safe_freq_mhz
+    )
+    result = selection.to_dict()
+    result.update(
+        profile=str(args.profile),
+        efficiency=str(args.efficiency),
+        proxy_efficiency=str(args.proxy_efficiency or args.efficiency),
+    )
+    if args.json:
+        print_json(result)
+    else:
+        print(selection_summary(result))
+    return 0
+
+
+def _same_model(profile: Any, eff: Any, profile_path: Path, eff_path: Path) -> None:
+    from undercap.errors import ArtifactError
+
+    if profile.model != eff.model:
+        raise ArtifactError(
+            f"{profile_path} profiles model {profile.model!r} but {eff_path} is for "
+            f"{eff.model!r}; use artifacts made for the same model"
+        )

@@ -1,0 +1,265 @@
+"""`undercap train`: train to a target accuracy on the device at the chosen (b, f).
+
+The batch size and frequency come from flags or from `--from-selection` (a selection
+artifact from `select --json`, `run` or `compare`); the learning rate is scaled from
+the largest batch of the estimate the selection used (same rule as estimation), and
+a selection from `run` also brings the data, weights and budgets that run used.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from undercap import defaults
+from undercap.cli.common import add_device_args, fraction, positive_float, positive_int, shape
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train to a target accuracy on the device at the chosen batch size and frequency",
+        description="Lock the chosen GPU frequency, fine-tune the model on the target data "
+        "until the target accuracy, keep power under the limit (stepping the clock down if "
+        "it is exceeded for longer than the guard window), and report time-to-accuracy, "
+        "energy and power. Device settings are restored on every exit path.",
+    )
+    add_device_args(p)
+    g = p.add_argument_group("what to train")
+    g.add_argument(
+        "--model",
+        default=None,
+        help="small-cnn, resnet18, mobilenetv2, char-transformer (default: the selection's)",
+    )
+    g.add_argument(
+        "--dataset",
+        default=None,
+        help="target data: digits, npz:FILE, cifar10, mnist, folder:DIR, text:FILE "
+        "(default: the data of the `run` the selection came from)",
+    )
+    g.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
+    g.add_argument(
+        "--input-shape",
+        type=shape,
+        default=None,
+        help="resize images to this shape, e.g. 3x32x32 (default: the data's)",
+    )
+    g.add_argument(
+        "--context",
+        type=positive_int,
+        default=64,
+        help="characters per sequence for text datasets (default 64)",
+    )
+    g.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="use at most this many samples of the dataset (quick runs)",
+    )
+    g.add_argument(
+        "--pretrained",
+        type=Path,
+        default=None,
+        help="weights from `undercap pretrain` to fine-tune (default: the selection's, "
+        "else a random init)",
+    )
+    c = p.add_argument_group("configuration")
+    c.add_argument(
+        "--from-selection",
+        type=Path,
+        default=None,
+        help="selection from `undercap select --json`, `run` or `compare`: batch size, "
+        "frequency, power limit, LR scaling and (from `run`) how it trained",
+    )
+    c.add_argument("--batch-size", type=positive_int, default=None)
+    c.add_argument(
+        "--freq-mhz",
+        type=positive_float,
+        default=None,
+        help="GPU frequency to lock (default: leave the clocks as they are)",
+    )
+    c.add_argument(
+        "--power-limit",
+        type=positive_float,
+        default=None,
+        help="power limit in W the guard enforces (default: the selection's)",
+    )
+    c.add_argument(
+        "--lr",
+        type=positive_float,
+        default=None,
+        help="learning rate at the largest batch (default: the estimate's or model's)",
+    )
+    c.add_argument(
+        "--max-batch-size",
+        type=positive_int,
+        default=None,
+        help="largest batch of the estimate, for sqrt LR scaling "
+        "(default: the selection's estimate, else --batch-size)",
+    )
+    r = p.add_argument_group("run")
+    r.add_argument(
+        "--target-accuracy",
+        type=fraction,
+        default=None,
+        help="stop at this test accuracy (default: the selection's run's)",
+    )
+    r.add_argument(
+        "--max-samples",
+        type=positive_int,
+        default=None,
+        help="stop after this many samples if the target is not reached "
+        f"(default: the selection's, else {defaults.TRAIN_MAX_SAMPLES})",
+    )
+    r.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=None,
+        help="evaluate every this many training samples "
+        f"(default: the selection's, else {defaults.TRAIN_EVAL_EVERY_SAMPLES})",
+    )
+    r.add_argument(
+        "--eval-max-samples",
+        type=positive_int,
+        default=None,
+        help="evaluate on at most this many test samples",
+    )
+    r.add_argument("--seed", type=int, default=None, help="default: the selection's, else 0")
+    r.add_argument("--checkpoint-dir", type=Path, default=None)
+    r.add_argument(
+        "--checkpoint-every-s",
+        type=positive_float,
+        default=defaults.CHECKPOINT_EVERY_S,
+        help=f"checkpoint every this many device seconds of training "
+        f"(default {defaults.CHECKPOINT_EVERY_S:g})",
+    )
+    r.add_argument("--checkpoint-every-samples", type=positive_int, default=None)
+    r.add_argument(
+        "--resume", action="store_true", help="continue the run checkpointed in --checkpoint-dir"
+    )
+    r.add_argument(
+        "--guard-window-s",
+        type=positive_float,
+        default=defaults.GUARD_WINDOW_S,
+        help="step the clock down when power exceeds the limit for this long "
+        f"(default {defaults.GUARD_WINDOW_S:g} s)",
+    )
+    r.add_argument("--sample-rate-hz", type=positive_float, default=defaults.TRAIN_SAMPLE_RATE_HZ)
+    r.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N] (default auto)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("-o", "--output", type=Path, default=None, help="write the result JSON here")
+    r.add_argument("--json", action="store_true", help="print the result JSON, not a summary")
+    p.set_defaults(func=run)
+
+
+def _resolve(args: argparse.Namespace) -> dict[str, Any]:
+    """Every training setting: explicit flags win, then the selection's (its choice and
+    its training block: how the run it came from trained), then the defaults."""
+    from undercap import defaults
+    from undercap.artifacts.selection import load_selection
+    from undercap.errors import ArtifactError, UndercapError
+
+    sel = load_selection(args.from_selection) if args.from_selection else None
+    t = sel.training if sel else {}
+    if sel and args.model and sel.model not in (None, args.model):
+        raise ArtifactError(
+            f"{args.from_selection} was selected for model {sel.model!r}, not {args.model!r}"
+        )
+
+    def pick(flag: Any, key: str, default: Any = None) -> Any:
+        return flag if flag is not None else t.get(key, default)
+
+    out = {
+        "model": args.model or (sel.model if sel else None) or t.get("model"),
+        "batch_size": args.batch_size or (sel.batch_size if sel else None),
+        "freq_mhz": args.freq_mhz or (sel.freq_mhz if sel else None),
+        "power_limit_w": args.power_limit if args.power_limit else (sel and sel.power_limit_w),
+        "base_lr": pick(args.lr, "base_lr"),
+        "max_batch_size": pick(args.max_batch_size, "max_batch_size"),
+        "pretrained": pick(args.pretrained, "pretrained"),
+        "max_samples": pick(args.max_samples, "max_samples", defaults.TRAIN_MAX_SAMPLES),
+        "eval_every": pick(
+            args.eval_every, "eval_every_samples", defaults.TRAIN_EVAL_EVERY_SAMPLES
+        ),
+        "eval_max_samples": pick(args.eval_max_samples, "eval_max_samples"),
+        "target_accuracy": pick(args.target_accuracy, "target_accuracy"),
+        "seed": pick(args.seed, "seed", 0),
+        "data": t.get("data"),
+    }
+    for key, flag in (("model", "--model"), ("batch_size", "--batch-size")):
+        if out[key] is None:
+            raise UndercapError(f"{flag} is required (or --from-selection)")
+    if out["target_accuracy"] is None:
+        raise UndercapError("--target-accuracy is required (or a selection written by `run`)")
+    return out
+
+
+def _data_spec(args: argparse.Namespace, choice: dict[str, Any]) -> Any:
+    """The --dataset flags, else the data the selection's run trained on."""
+    from undercap.data.spec import DataSpec
+    from undercap.errors import UndercapError
+    from undercap.models import model_spec
+
+    if args.dataset is None:
+        if not choice["data"]:
+            raise UndercapError("--dataset is required (or a selection written by `run`)")
+        d = dict(choice["data"])
+        d["input_shape"] = tuple(d["input_shape"]) if d.get("input_shape") else None
+        return DataSpec(**d)
+    shape_ = args.input_shape
+    spec = model_spec(choice["model"])
+    if shape_ is None and not spec.is_sequence:
+        shape_ = spec.default_input_shape
+    return DataSpec(
+        args.dataset,
+        data_dir=args.data_dir,
+        input_shape=shape_,
+        context=args.context,
+        limit=args.limit,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from undercap.artifacts.train_result import save_train_result
+    from undercap.cli.common import open_device_from_args, print_json
+    from undercap.data.spec import load_splits
+    from undercap.report.text import train_summary
+    from undercap.train import train_on_device
+
+    choice = _resolve(args)
+    data = load_splits(_data_spec(args, choice))
+    with open_device_from_args(args, seed=choice["seed"]) as device:
+        result = train_on_device(
+            device,
+            choice["model"],
+            data,
+            batch_size=choice["batch_size"],
+            freq_mhz=choice["freq_mhz"],
+            power_limit_w=choice["power_limit_w"],
+            target_accuracy=choice["target_accuracy"],
+            max_samples=choice["max_samples"],
+            eval_every_samples=choice["eval_every"],
+            eval_max_samples=choice["eval_max_samples"],
+            base_lr=choice["base_lr"],
+            max_batch_size=choice["max_batch_size"],
+            pretrained=choice["pretrained"],
+            seed=choice["seed"],
+            checkpoint_dir=args.checkpoint_dir,
+            checkpoint_every_s=args.checkpoint_every_s,
+            checkpoint_every_samples=args.checkpoint_every_samples,
+            resume=args.resume,
+            guard_window_s=args.guard_window_s,
+            sample_rate_hz=args.sample_rate_hz,
+            torch_device=args.torch_device,
+            progress=not args.no_progress,
+        )
+    if args.output is not None:
+        save_train_result(args.output, result)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print("\n".join(train_summary(result)))
+        if args.output is not None:
+            print(f"wrote {args.output}")
+    return 0

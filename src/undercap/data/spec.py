@@ -1,0 +1,72 @@
+"""Which data to load (`DataSpec`), and loading it as shuffled train/test tensors."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from undercap.data.base import Splits
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """A `load_dataset` spec plus its options; hashable and JSON-able (cache keys)."""
+
+    dataset: str
+    data_dir: Optional[str] = None
+    input_shape: Optional[tuple[int, ...]] = None  # None: the dataset's own shape
+    context: int = 64  # characters per sequence (text datasets)
+    limit: Optional[int] = None  # use at most this many samples (quick runs, tests)
+    seed: int = 0  # the train/test split; fixed so every run sees the same test set
+    split: Optional[str] = None  # "paper" (80/20, text 90/10), "official", None: official if any
+
+    @property
+    def label(self) -> str:
+        """A readable name: the spec plus any subset/split/shape."""
+        extra = []
+        if self.limit is not None:
+            extra.append(f"{self.limit}-sample subset")
+        if self.seed:
+            extra.append(f"split seed {self.seed}")
+        if self.input_shape:
+            extra.append("as " + "x".join(str(x) for x in self.input_shape))
+        return self.dataset + (f" [{', '.join(extra)}]" if extra else "")
+
+    def key(self) -> dict[str, Any]:
+        """What determines the loaded tensors (for cache keys)."""
+        d = dataclasses.asdict(self)
+        d["input_shape"] = None if self.input_shape is None else list(self.input_shape)
+        return d
+
+
+def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
+    """Load the splits, test split in a seeded random order; on a GPU keep them there
+    so batches need no host copy.
+
+    Why the shuffle: a file stored class by class (like the shared CIFAR quarters)
+    yields a class-sorted test split, and evaluating on at most N test samples
+    (LoopConfig.eval_max_samples) takes the first N: that would score 4 of 10
+    classes and swing with the model's class bias. Shuffled, any prefix is a random
+    subset; full-split accuracy is unchanged. Training order is the Trainer's own."""
+    import torch
+
+    from undercap.data import load_dataset
+
+    splits = load_dataset(
+        spec.dataset,
+        data_dir=spec.data_dir,
+        input_shape=spec.input_shape,
+        context=spec.context,
+        seed=spec.seed,
+        limit=spec.limit,
+        split=spec.split,
+    )
+    order = torch.randperm(splits.n_test, generator=torch.Generator().manual_seed(spec.seed))
+    return dataclasses.replace(
+        splits,
+        x_train=splits.x_train.to(torch_device),
+        y_train=splits.y_train.to(torch_device),
+        x_test=splits.x_test[order].to(torch_device),
+        y_test=splits.y_test[order].to(torch_device),
+    )

@@ -1,0 +1,113 @@
+"""Plain-text corpora for the character transformer.
+
+One fixed vocabulary for every corpus, so weights pre-trained on one text transfer to
+another: index 0 is "\\n", indices 1..95 are printable ASCII 32..126, index 96 is
+<unk> (shown as U+FFFD) for any other character. VOCAB_SIZE = 97.
+
+Normalisation before mapping (so typographic variants are not <unk>): CRLF and CR ->
+LF, tab and no-break space -> space, curly single quotes -> ', curly double quotes ->
+", en/em dashes and minus sign -> -, ellipsis -> ...; then Unicode NFKD
+decomposition with combining marks dropped (so e-acute -> e).
+
+Samples: the corpus (files joined by a newline) is cut into windows of context + 1
+characters with stride `context`: x = window[:-1], y = window[1:], so every character
+but the first is a target exactly once. The windows are split 90/10 train/test by a
+seeded shuffle (paper: 90/10 for text).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+import torch
+
+from undercap.errors import DataError
+
+UNK = "\ufffd"
+VOCAB = "\n" + "".join(chr(c) for c in range(32, 127)) + UNK
+VOCAB_SIZE = len(VOCAB)  # 97
+UNK_ID = VOCAB_SIZE - 1
+_REPLACE = str.maketrans(
+    {
+        "\t": " ",
+        "\u00a0": " ",
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2212": "-",
+        "\u2026": "...",
+    }
+)
+_LUT = np.full(0x110000, UNK_ID, dtype=np.uint8)
+_LUT[[ord(c) for c in VOCAB[:-1]]] = np.arange(VOCAB_SIZE - 1, dtype=np.uint8)
+
+
+def normalise_text(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n").translate(_REPLACE)
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def encode(text: str) -> np.ndarray:
+    """Token ids (uint8) of `text` after normalisation."""
+    codes = np.frombuffer(normalise_text(text).encode("utf-32-le"), dtype=np.uint32)
+    return _LUT[codes]
+
+
+def decode(ids: Union[torch.Tensor, np.ndarray, list[int]]) -> str:
+    return "".join(VOCAB[int(i)] for i in np.asarray(ids).reshape(-1))
+
+
+def read_corpus(paths: list[Path]) -> str:
+    texts = []
+    for p in paths:
+        if not p.is_file():
+            raise DataError(f"text: {p} not found; expected a UTF-8 plain-text file")
+        raw = p.read_bytes()
+        if b"\x00" in raw[:65536]:
+            raise DataError(f"text: {p} looks binary (NUL bytes); expected UTF-8 plain text")
+        try:
+            texts.append(raw.decode("utf-8-sig"))
+        except UnicodeDecodeError as e:
+            raise DataError(
+                f"text: {p} is not UTF-8 (byte {e.start}); re-encode it as UTF-8"
+            ) from e
+    return "\n".join(texts)
+
+
+def windows(ids: np.ndarray, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, context) inputs and next-character targets from non-overlapping windows."""
+    n = (ids.size - 1) // context
+    if n < 1:
+        raise DataError(
+            f"text: corpus has {ids.size} characters; need at least context + 1 = {context + 1}"
+        )
+    starts = np.arange(n) * context
+    idx = starts[:, None] + np.arange(context + 1)[None, :]
+    w = torch.from_numpy(ids[idx].astype(np.int64))
+    return w[:, :-1].contiguous(), w[:, 1:].contiguous()
+
+
+def split_windows(
+    n: int, seed: int, train_frac: float = 0.9, limit: Optional[int] = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded 90/10 split of n windows; `limit` keeps a seeded random subset of at
+    most `limit` train and limit // 9 test windows spread over the whole corpus."""
+    perm = np.random.default_rng(seed).permutation(n)
+    k = min(max(int(round(train_frac * n)), 1), n - 1)
+    tr, te = perm[:k], perm[k:]
+    if limit is not None:
+        tr, te = tr[:limit], te[: max(limit // 9, 1)]
+    return np.sort(tr), np.sort(te)

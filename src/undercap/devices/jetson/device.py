@@ -1,0 +1,301 @@
+"""NVIDIA Jetson backend: GPU clocks through sysfs devfreq, power from INA3221 rails.
+
+The sysfs root is a parameter (`--sysfs-root`, default `/`), so the backend runs on a
+copied or fake tree. A frequency is locked the way NVIDIA's jetson_clocks does it:
+min_freq = max_freq = f on the GPU's devfreq node, with rail-gating off so the GPU
+does not power down between kernels. The original min_freq, max_freq, governor and
+railgate_enable go to a state file (devices/state.py) before the first write, so
+`undercap restore` can put them back after a crash no handler catches.
+
+Write order matters: Linux devfreq (drivers/devfreq/devfreq.c, min_freq_store and
+max_freq_store in 4.9 as shipped in L4T R32) rejects min_freq > max_freq with EINVAL.
+Going up we raise max before min; going down we lower min before max.
+
+Read-only mode measures (frequency, power) and never writes anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from undercap.devices.base import Device, DeviceInfo, torch_cuda_synchronize
+from undercap.devices.jetson.power import PowerRails, find_rails
+from undercap.devices.jetson.sysfs import (
+    READ_ONLY_FIX,
+    ROOT_FIX,
+    DevfreqNode,
+    NvpModel,
+    Runner,
+    Writer,
+    board_model,
+    can_write,
+    default_nvpmodel_runner,
+    find_gpu_devfreq,
+    l4t_release,
+    mem_total_bytes,
+    read_attr,
+    read_int,
+    read_nvpmodel,
+    read_optional,
+    write_attr,
+    write_error,
+)
+from undercap.devices.state import RestoresOnCrash, read_boot_id, state_dir, state_path
+from undercap.errors import DeviceError, DevicePermissionError
+
+log = logging.getLogger(__name__)
+_AUTO: Any = object()
+
+
+def _mhz(hz: int) -> float:
+    return round(hz / 1e6, 6)
+
+
+def _gpu_arch(node: DevfreqNode) -> Optional[str]:
+    """'gm20b' from compatible 'nvidia,tegra210-gm20b', else the node-name suffix."""
+    for c in node.compatible:
+        tail = c.split(",")[-1].split("-")[-1]
+        if re.fullmatch(r"g[a-z]\d+b", tail):
+            return tail
+    suffix = node.name.rsplit(".", 1)[-1]
+    return suffix if suffix != "gpu" else node.of_name
+
+
+class JetsonDevice(RestoresOnCrash, Device):
+    """The GPU of the Jetson whose filesystem is mounted at `sysfs_root`.
+
+    writer: called as writer(path, value) for every sysfs write (default: a plain
+        write); tests pass a fake kernel that enforces devfreq's rules.
+    nvpmodel_runner: runs `nvpmodel <args>` and returns stdout; default: the host's
+        nvpmodel when sysfs_root is `/`, else none.
+    state_file: where the original settings are recorded (default
+        state_dir(sysfs_root)/state-jetson-<node>.json).
+    """
+
+    state_backend = "jetson"
+
+    is_simulated = False
+
+    def __init__(
+        self,
+        sysfs_root: Union[str, Path] = "/",
+        *,
+        read_only: bool = False,
+        writer: Optional[Writer] = None,
+        nvpmodel_runner: Optional[Runner] = _AUTO,
+        state_file: Optional[Union[str, Path]] = None,
+    ) -> None:
+        self.root = Path(sysfs_root)
+        node = find_gpu_devfreq(self.root)
+        if node is None:
+            raise DeviceError(
+                f"no Jetson GPU under {self.root / 'sys/class/devfreq'} (looked for "
+                "57000000.gpu, 17000000.gp10b, 17000000.gv11b, 17000000.ga10b, 17000000.gpu); "
+                "on a copied tree pass --sysfs-root <folder containing sys/>"
+            )
+        self.node = node
+        self.name = "jetson"
+        self.read_only = read_only
+        self.device_key = f"jetson-{node.name}"
+        self._writer = writer or write_attr
+        runner = default_nvpmodel_runner(self.root) if nvpmodel_runner is _AUTO else nvpmodel_runner
+        self.nvpmodel: Optional[NvpModel] = read_nvpmodel(self.root, runner)
+        self._all_hz = self._read_table()
+        self.power = PowerRails(find_rails(self.root), self.root)
+        self.state_file = Path(state_file or state_path(self.device_key, state_dir(self.root)))
+        self.last_snap: Optional[dict[str, float]] = None
+
+    # --- clocks ---------------------------------------------------------------------
+    def _read_table(self) -> tuple[int, ...]:
+        path = self.node.attr("available_frequencies")
+        text = read_attr(path)
+        try:
+            table = tuple(sorted({int(x) for x in text.split()}))
+        except ValueError as e:
+            raise DeviceError(f"{path}: expected frequencies in Hz, read {text!r}") from e
+        if not table:
+            raise DeviceError(f"{path} lists no frequencies")
+        return table
+
+    def _allowed_hz(self) -> tuple[int, ...]:
+        """The table up to the nvpmodel mode's GPU cap: the power mode decides which
+        steps this board may run (e.g. Nano 5W mode caps the GPU at 640 MHz)."""
+        cap = self.nvpmodel.gpu_max_freq_hz if self.nvpmodel else None
+        allowed = tuple(f for f in self._all_hz if cap is None or f <= cap)
+        return allowed or self._all_hz[:1]
+
+    def available_freqs_mhz(self) -> tuple[float, ...]:
+        return tuple(_mhz(f) for f in self._allowed_hz())
+
+    def current_freq_mhz(self) -> float:
+        return _mhz(read_int(self.node.attr("cur_freq")))
+
+    def set_freq_mhz(self, freq_mhz: float) -> float:
+        if not (isinstance(freq_mhz, (int, float)) and math.isfinite(freq_mhz) and freq_mhz > 0):
+            raise DeviceError(f"{self.name}: frequency must be a positive number of MHz")
+        self._require_control()
+        target = min(self._allowed_hz(), key=lambda f: abs(f - freq_mhz * 1e6))
+        self._before_change()
+        self._set_railgate("0")
+        self._write_range(target, target)
+        actual = read_int(self.node.attr("cur_freq"))
+        self._report_snap(freq_mhz, target, actual)
+        return _mhz(actual)
+
+    def _report_snap(self, requested_mhz: float, target_hz: int, actual_hz: int) -> None:
+        self.last_snap = None
+        if actual_hz == target_hz and abs(requested_mhz - _mhz(target_hz)) < 1e-6:
+            return
+        self.last_snap = {
+            "requested_mhz": float(requested_mhz),
+            "step_mhz": _mhz(target_hz),
+            "actual_mhz": _mhz(actual_hz),
+        }
+        if actual_hz != target_hz:
+            log.warning(
+                "%s: locked %.1f MHz but the GPU runs at %.1f MHz (a power-mode or thermal "
+                "cap snapped it)",
+                self.name,
+                _mhz(target_hz),
+                _mhz(actual_hz),
+            )
+
+    def _write(self, path: Path, value: str) -> None:
+        """Every write goes through here (and the injectable writer)."""
+        try:
+            self._writer(path, value)
+        except OSError as e:
+            raise write_error(path, value, e) from e
+
+    def _write_range(self, min_hz: int, max_hz: int) -> None:
+        """Set [min_freq, max_freq] in an order the kernel accepts at every step."""
+        min_path, max_path = self.node.attr("min_freq"), self.node.attr("max_freq")
+        cur_min, cur_max = read_int(min_path), read_int(max_path)
+        if cur_min <= max_hz:  # raising max first keeps min <= max at every step
+            steps = [(max_path, max_hz, cur_max), (min_path, min_hz, cur_min)]
+        else:  # the new max is below the current min: lower min first
+            steps = [(min_path, min_hz, cur_min), (max_path, max_hz, cur_max)]
+        for path, value, current in steps:
+            if value != current:
+                self._write(path, str(value))
+
+    def _set_railgate(self, value: str) -> None:
+        path = self.node.railgate_path
+        if path is not None and read_optional(path) != value:
+            self._write(path, value)
+
+    def _require_control(self) -> None:
+        if self.read_only:
+            raise DevicePermissionError(
+                f"{self.name} is in read-only mode: GPU clocks are not changed; drop "
+                "--read-only to lock frequencies"
+            )
+        for attr in ("min_freq", "max_freq"):
+            path = self.node.attr(attr)
+            if not can_write(path):
+                raise DevicePermissionError(
+                    f"cannot change GPU clocks: {path} is writable by root only; "
+                    f"{ROOT_FIX} {READ_ONLY_FIX}"
+                )
+
+    # --- state ----------------------------------------------------------------------
+    def boot_id(self) -> Optional[str]:
+        return read_boot_id(self.root)
+
+    def _current_state(self) -> dict[str, Any]:
+        rg = self.node.railgate_path
+        return {
+            "devfreq_node": self.node.name,
+            "min_freq_hz": read_int(self.node.attr("min_freq")),
+            "max_freq_hz": read_int(self.node.attr("max_freq")),
+            "governor": read_optional(self.node.attr("governor")),
+            "railgate_enable": read_optional(rg),
+        }
+
+    def restore_hint(self) -> str:
+        root = "" if self.root == Path("/") else f" --sysfs-root {self.root}"
+        return f"undercap restore --device jetson{root}"
+
+    def _state_open_args(self) -> dict[str, Any]:
+        return {"sysfs_root": str(self.root.resolve())}
+
+    def apply_state(self, state: dict[str, Any]) -> None:
+        """Write saved settings back (only those that differ), in a valid order."""
+        if state.get("devfreq_node") != self.node.name:
+            raise DeviceError(
+                f"saved state is for GPU node {state.get('devfreq_node')!r}, but this board's "
+                f"GPU is {self.node.name!r}: wrong --sysfs-root or state file?"
+            )
+        self._write_range(int(state["min_freq_hz"]), int(state["max_freq_hz"]))
+        governor = state.get("governor")
+        gov_path = self.node.attr("governor")
+        if governor and read_optional(gov_path) not in (None, governor):
+            self._write(gov_path, str(governor))
+        if state.get("railgate_enable") is not None:
+            self._set_railgate(str(state["railgate_enable"]))
+
+    # --- sensors --------------------------------------------------------------------
+    def power_w(self) -> float:
+        return self.power.board_power_w()
+
+    def gpu_power_w(self) -> Optional[float]:
+        """Power of the dedicated GPU rail (Nano POM_5V_GPU), None where there is none."""
+        return self.power.gpu_power_w()
+
+    def memory_bytes(self) -> int:
+        return mem_total_bytes(self.root)
+
+    def synchronize(self) -> None:
+        torch_cuda_synchronize()
+
+    # --- description ----------------------------------------------------------------
+    def _control_status(self) -> tuple[bool, str]:
+        if self.read_only:
+            return False, "no: read-only mode"
+        paths = [self.node.attr("min_freq"), self.node.attr("max_freq")]
+        blocked = [str(p) for p in paths if not can_write(p)]
+        if blocked:
+            return False, f"no: {blocked[0]} is writable by root only (run as root)"
+        return True, "yes"
+
+    def info(self) -> DeviceInfo:
+        permitted, control = self._control_status()
+        try:
+            memory = self.memory_bytes()
+        except DeviceError:
+            memory = 0
+        node = self.node
+        details: dict[str, Any] = {
+            "board": board_model(self.root),
+            "l4t": l4t_release(self.root),
+            "gpu": _gpu_arch(node),
+            "devfreq_node": node.name,
+            "devfreq_path": str(node.path),
+            "governor": read_optional(node.attr("governor")),
+            "available_governors": (read_optional(node.attr("available_governors")) or "").split(),
+            "cur_freq_mhz": _mhz(int(read_optional(node.attr("cur_freq")) or 0)),
+            "min_freq_mhz": _mhz(int(read_optional(node.attr("min_freq")) or 0)),
+            "max_freq_mhz": _mhz(int(read_optional(node.attr("max_freq")) or 0)),
+            "all_freqs_mhz": [_mhz(f) for f in self._all_hz],
+            "railgate_enable": read_optional(node.railgate_path),
+            "nvpmodel": self.nvpmodel.to_dict() if self.nvpmodel else None,
+            "power": self.power.describe(),
+            "control": control,
+            "state_file": str(self.state_file),
+            "sysfs_root": str(self.root),
+        }
+        return DeviceInfo(
+            name=self.name,
+            backend="jetson",
+            is_simulated=False,
+            freqs_mhz=self.available_freqs_mhz(),
+            memory_bytes=memory,
+            power_sensors=self.power.labels,
+            has_energy_counter=False,
+            control_permitted=permitted,
+            details=details,
+        )

@@ -1,0 +1,174 @@
+"""Jetson board power from the INA3221 monitors, in both driver layouts.
+
+* iio driver `ina3221x` (L4T R32 and older: Nano, TX1, TX2, Xavier):
+  /sys/bus/i2c/drivers/ina3221x/<bus-addr>/iio:device<k>/rail_name_<n> names channel
+  n; in_power<n>_input (mW), in_voltage<n>_input (mV), in_current<n>_input (mA).
+* hwmon driver `ina3221` (L4T R34+: Orin): /sys/bus/i2c/drivers/ina3221/<bus-addr>/
+  hwmon/hwmon<k>/in<n>_label names channel n (1..3); in<n>_input is the bus voltage
+  (mV), curr<n>_input the current (mA); power = V x I (kernel doc
+  Documentation/hwmon/ina3221.rst). in7 is the sum of shunt voltages, not a rail.
+
+Rails are selected by label, never by position or hwmon number (hwmon numbers change
+from boot to boot). Labels "NC" mark unconnected channels (AGX Orin) and are skipped.
+Total board power is the module input rail (`POM_5V_IN` on Nano, `VDD_IN` elsewhere,
+as jetson-stats uses), else the sum of all rails. A dedicated GPU rail (Nano
+`POM_5V_GPU`, TX2 `VDD_SYS_GPU`) is reported as the GPU rail; a rail shared by the
+GPU and other engines (`VDD_CPU_GPU_CV` on Xavier NX / TX2 NX / Orin NX and Nano,
+`VDD_GPU_SOC` on AGX Orin) is reported as combined.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from undercap.devices.jetson.sysfs import read_attr, read_int
+from undercap.errors import DeviceError
+
+TOTAL_RAILS = ("POM_5V_IN", "VDD_IN")
+_NOISE_TOKENS = {"POM", "VDD", "VIN", "SYS"}
+_VOLTAGE_TOKEN = re.compile(r"^\d+V\d*[A-Z]*$")  # 5V, 5V0, 1V8, 1V8AO
+
+
+@dataclass(frozen=True)
+class Rail:
+    """One INA3221 channel, found by its label."""
+
+    label: str
+    layout: str  # "iio" or "hwmon"
+    voltage_path: Path  # mV
+    current_path: Path  # mA
+    power_path: Optional[Path] = None  # mW (iio driver only)
+
+    def read_w(self) -> float:
+        if self.power_path is not None:
+            return read_int(self.power_path) / 1000.0
+        return read_int(self.voltage_path) * read_int(self.current_path) / 1e6
+
+    @property
+    def kind(self) -> str:
+        return rail_kind(self.label)
+
+
+def rail_kind(label: str) -> str:
+    """'total', 'gpu', 'combined:CPU+GPU+CV'-style, or the rail's own component."""
+    if label.upper() in TOTAL_RAILS:
+        return "total"
+    tokens = [
+        t
+        for t in label.upper().split("_")
+        if t and t not in _NOISE_TOKENS and not _VOLTAGE_TOKEN.match(t)
+    ]
+    if "GPU" in tokens:
+        return "gpu" if tokens == ["GPU"] else "combined:" + "+".join(tokens)
+    return "+".join(tokens).lower() or "other"
+
+
+def _skip(label: str) -> bool:
+    return not label or label.upper() == "NC" or "sum of shunt" in label.lower()
+
+
+def _iio_rails(root: Path) -> list[Rail]:
+    rails = []
+    base = root / "sys" / "bus" / "i2c" / "drivers" / "ina3221x"
+    for name_file in sorted(base.glob("*/iio:device*/rail_name_*")):
+        n = name_file.name.rsplit("_", 1)[-1]
+        label = read_attr(name_file)
+        if _skip(label) or not n.isdigit():
+            continue
+        d = name_file.parent
+        power = d / f"in_power{n}_input"
+        rails.append(
+            Rail(
+                label=label,
+                layout="iio",
+                voltage_path=d / f"in_voltage{n}_input",
+                current_path=d / f"in_current{n}_input",
+                power_path=power if power.is_file() else None,
+            )
+        )
+    return rails
+
+
+def _hwmon_rails(root: Path) -> list[Rail]:
+    rails = []
+    base = root / "sys" / "bus" / "i2c" / "drivers" / "ina3221"
+    for label_file in sorted(base.glob("*/hwmon/hwmon*/in[123]_label")):
+        n = label_file.name[2]
+        label = read_attr(label_file)
+        d = label_file.parent
+        enable = d / f"in{n}_enable"
+        if _skip(label) or (enable.is_file() and read_attr(enable) == "0"):
+            continue
+        rails.append(
+            Rail(
+                label=label,
+                layout="hwmon",
+                voltage_path=d / f"in{n}_input",
+                current_path=d / f"curr{n}_input",
+            )
+        )
+    return rails
+
+
+def find_rails(root: Union[str, Path] = "/") -> list[Rail]:
+    """Every labelled INA3221 rail under <root>, iio and hwmon layouts."""
+    seen: dict[str, Rail] = {}
+    for rail in _iio_rails(Path(root)) + _hwmon_rails(Path(root)):
+        seen.setdefault(rail.label, rail)
+    return list(seen.values())
+
+
+class PowerRails:
+    """Board and GPU power from the rails found on a board."""
+
+    def __init__(self, rails: list[Rail], root: Path) -> None:
+        self.rails = rails
+        self.root = root
+        by_label = {r.label.upper(): r for r in rails}
+        self.total = next((by_label[t] for t in TOTAL_RAILS if t in by_label), None)
+        self.gpu = next((r for r in rails if r.kind == "gpu"), None)
+        self.gpu_combined = next((r for r in rails if r.kind.startswith("combined:")), None)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(r.label for r in self.rails)
+
+    def _require(self) -> None:
+        if not self.rails:
+            raise DeviceError(
+                f"no INA3221 power rails under {self.root}/sys/bus/i2c/drivers/ina3221x or "
+                "ina3221: power cannot be measured; check that the ina3221 driver is loaded"
+            )
+
+    def board_power_w(self) -> float:
+        """Module input power, else the sum of every rail."""
+        self._require()
+        if self.total is not None:
+            return self.total.read_w()
+        return sum(r.read_w() for r in self.rails)
+
+    def gpu_power_w(self) -> Optional[float]:
+        """The dedicated GPU rail where the board has one, else None."""
+        return None if self.gpu is None else self.gpu.read_w()
+
+    def readings_w(self) -> dict[str, float]:
+        self._require()
+        return {r.label: r.read_w() for r in self.rails}
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "rails": {r.label: r.kind for r in self.rails},
+            "layout": sorted({r.layout for r in self.rails}),
+            "total_rail": self.total.label
+            if self.total
+            else ("sum of rails" if self.rails else None),
+            "gpu_rail": self.gpu.label if self.gpu else None,
+            "gpu_combined_rail": (
+                f"{self.gpu_combined.label} ({self.gpu_combined.kind[9:]})"
+                if self.gpu_combined
+                else None
+            ),
+        }

@@ -1,0 +1,330 @@
+"""The physics behind the simulated Jetson devices: spec files, step time and power.
+
+Everything here is a pure function of a device spec (devices/specs/*.toml, one per
+device, every constant there carries its source or reasoning) and a Workload (real
+FLOP and byte counts of the model). No torch.
+
+Time of one training step at batch size b and GPU clock f (a roofline with fixed
+per-step costs, Williams et al., CACM 2009 "Roofline"):
+
+    peak_flops(f)   = cores * 2 * f                      (one FP32 FMA per core per cycle)
+    occupancy(b)    = b*p / (b*p + cores*h)              (p: parallel elements per kernel
+                                                          and sample; h: half-saturation
+                                                          elements per core)
+    t_compute       = b*flops_per_sample / (peak_flops(f) * compute_efficiency * occupancy(b))
+    t_traffic       = (b*traffic_per_sample + 3*param_bytes) / (bandwidth * efficiency)
+    t_optimizer     = optimizer_bytes_per_step / (bandwidth * efficiency)
+    t_kernels       = max(t_compute, t_traffic) + t_optimizer
+    t_step          = t_kernels + kernels_per_step * launch_s + host_overhead_s
+
+Weights are read in forward and backward and gradients written once per step (3 x
+param bytes), and Adam's update is a separate memory-bound pass, so both cost the
+same per step whatever b is and amortise as 1/b per sample. Occupancy grows with b
+and saturates (a Michaelis-Menten form, the shape of throughput against parallelism
+under a fixed latency, Little's law); a model with more parallel work per sample
+saturates at a smaller batch, a wider GPU (more cores) needs a larger one.
+
+Board input power while stepping (what POM_5V_IN / VDD_IN reads):
+
+    P = idle_board + host_active + leakage(V) + dynamic + dram
+    V(f)      piecewise-linear DVFS curve from the spec (flat at Vmin, then rising)
+    leakage   = gpu_leakage_w_at_vmax * (V / Vmax)^2   (GPU rail is power-gated at idle)
+    dynamic   = C_eff * V^2 * f * activity
+    activity  = (1 - a) * occupancy * t_compute / t_step + a * t_kernels / t_step
+                (a: clock-tree share, toggling whenever a kernel runs; the rest is the
+                 SM datapath, active in proportion to occupied SMs * busy time)
+    dram      = dram_active_w * t_kernels / t_step + e_byte * bytes_per_step / t_step
+
+C_eff * V^2 * f * occupancy * t_compute is independent of occupancy: energy per FLOP
+is fixed by V and idle SMs are clock-gated, so a fuller GPU draws more power for a
+shorter time. Larger b therefore raises power at a given f (higher occupancy, fixed
+costs amortised), which is why a small batch can run at a higher clock under the same
+power limit (paper Fig. 1).
+
+Readings add what a real INA3221 shows: a periodic ripple over each step (forward,
+backward and optimizer phases draw different power; amplitude ripple_frac of the
+above-idle power, attenuated by the sensor's own averaging window) and Gaussian
+noise. Noise is a deterministic hash of (seed, time), so readings are reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+
+from undercap.artifacts.workload import Workload
+from undercap.errors import DeviceError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+BYTES_PER_ELEMENT = 4  # fp32 activations
+
+
+@dataclass(frozen=True)
+class SimSpec:
+    """One simulated device, as read from its spec file (units in the names)."""
+
+    name: str
+    description: str
+    sources: tuple[str, ...]
+    path: str
+    freqs_mhz: tuple[float, ...]
+    cores: int
+    compute_efficiency: float
+    half_saturation_elements_per_core: float
+    kernel_launch_s: float
+    host_overhead_s: float
+    voltage_mhz: tuple[float, ...]
+    voltage_v: tuple[float, ...]
+    idle_board_w: float
+    host_active_w: float
+    gpu_leakage_w_at_vmax: float
+    c_eff_f: float
+    clock_tree_fraction: float
+    dram_active_w: float
+    dram_energy_j_per_byte: float
+    power_sensors: tuple[str, ...]
+    power_modes_w: tuple[float, ...]
+    memory_total_bytes: int
+    memory_usable_bytes: int
+    workspace_bytes: int
+    bandwidth_bytes_per_s: float
+    bandwidth_efficiency: float
+    noise_floor_w: float
+    noise_frac: float
+    ripple_frac: float
+    sensor_window_s: float
+
+    @property
+    def fmax_mhz(self) -> float:
+        return self.freqs_mhz[-1]
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Modelled cost of one training step (noise-free)."""
+
+    batch_size: int
+    freq_mhz: float
+    step_time_s: float
+    time_per_sample_s: float
+    power_w: float  # mean board power while stepping
+    fits: bool
+    memory_bytes_needed: float
+    compute_time_s: float
+    memory_time_s: float
+    occupancy: float
+    voltage_v: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- spec files ------------------------------------------------------------------
+def load_spec(path: Union[str, Path]) -> SimSpec:
+    """Read and validate a spec file; problems raise DeviceError naming the key."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DeviceError(f"cannot read device spec {path}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise DeviceError(f"device spec {path} is not valid TOML: {e}") from e
+    get = _Getter(raw, path)
+    freqs = tuple(sorted(f / 1e6 for f in get.floats("gpu.freqs_hz")))
+    vf, vv = get.floats("voltage.freq_mhz"), get.floats("voltage.volts")
+    if len(vf) != len(vv) or list(vf) != sorted(vf):
+        raise DeviceError(f"device spec {path}: voltage.freq_mhz must be ascending, one per volt")
+    return SimSpec(
+        name=get.str("name"),
+        description=get.str("description"),
+        sources=tuple(get.strs("sources")),
+        path=str(path),
+        freqs_mhz=freqs,
+        cores=int(get.num("gpu.cores")),
+        compute_efficiency=get.num("gpu.compute_efficiency"),
+        half_saturation_elements_per_core=get.num("gpu.half_saturation_elements_per_core"),
+        kernel_launch_s=get.num("gpu.kernel_launch_s"),
+        host_overhead_s=get.num("gpu.host_overhead_s", allow_zero=True),
+        voltage_mhz=vf,
+        voltage_v=vv,
+        idle_board_w=get.num("power.idle_board_w"),
+        host_active_w=get.num("power.host_active_w", allow_zero=True),
+        gpu_leakage_w_at_vmax=get.num("power.gpu_leakage_w_at_vmax", allow_zero=True),
+        c_eff_f=get.num("power.c_eff_f"),
+        clock_tree_fraction=get.num("power.clock_tree_fraction", allow_zero=True),
+        dram_active_w=get.num("power.dram_active_w", allow_zero=True),
+        dram_energy_j_per_byte=get.num("power.dram_energy_j_per_byte", allow_zero=True),
+        power_sensors=tuple(get.strs("power.sensors")),
+        power_modes_w=get.floats("power.modes_w"),
+        memory_total_bytes=int(get.num("memory.total_bytes")),
+        memory_usable_bytes=int(get.num("memory.usable_bytes")),
+        workspace_bytes=int(get.num("memory.workspace_bytes", allow_zero=True)),
+        bandwidth_bytes_per_s=get.num("memory.bandwidth_bytes_per_s"),
+        bandwidth_efficiency=get.num("memory.bandwidth_efficiency"),
+        noise_floor_w=get.num("sensor.noise_floor_w", allow_zero=True),
+        noise_frac=get.num("sensor.noise_frac", allow_zero=True),
+        ripple_frac=get.num("sensor.ripple_frac", allow_zero=True),
+        sensor_window_s=get.num("sensor.window_s", allow_zero=True),
+    )
+
+
+class _Getter:
+    def __init__(self, raw: dict[str, Any], path: Path) -> None:
+        self.raw, self.path = raw, path
+
+    def _get(self, key: str) -> Any:
+        node: Any = self.raw
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise DeviceError(f"device spec {self.path}: missing key {key!r}")
+            node = node[part]
+        return node
+
+    def _bad(self, key: str, what: str) -> DeviceError:
+        return DeviceError(f"device spec {self.path}: {key} must be {what}")
+
+    def str(self, key: str) -> str:
+        v = self._get(key)
+        if not isinstance(v, str):
+            raise self._bad(key, "a string")
+        return v
+
+    def strs(self, key: str) -> list[str]:
+        v = self._get(key)
+        if not isinstance(v, list) or not v or not all(isinstance(s, str) for s in v):
+            raise self._bad(key, "a non-empty list of strings")
+        return v
+
+    def num(self, key: str, *, allow_zero: bool = False) -> float:
+        v = self._get(key)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or v < 0 or (v == 0 and not allow_zero):
+            raise self._bad(key, "a non-negative number" if allow_zero else "a positive number")
+        return float(v)
+
+    def floats(self, key: str) -> tuple[float, ...]:
+        v = self._get(key)
+        if not isinstance(v, list) or not v:
+            raise self._bad(key, "a non-empty list of positive numbers")
+        out = []
+        for x in v:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0:
+                raise self._bad(key, "a non-empty list of positive numbers")
+            out.append(float(x))
+        return tuple(out)
+
+
+# --- the model -------------------------------------------------------------------
+def voltage_v(spec: SimSpec, freq_mhz: float) -> float:
+    """GPU rail voltage at `freq_mhz` (piecewise-linear DVFS table, clamped at the ends)."""
+    return float(np.interp(freq_mhz, spec.voltage_mhz, spec.voltage_v))
+
+
+def peak_flops(spec: SimSpec, freq_mhz: float) -> float:
+    """FP32 peak: one fused multiply-add (2 FLOPs) per CUDA core per cycle."""
+    return spec.cores * 2.0 * freq_mhz * 1e6
+
+
+def occupancy(spec: SimSpec, workload: Workload, batch_size: int) -> float:
+    """Fraction of the GPU's throughput a step can use at this batch size, in (0, 1)."""
+    per_sample = workload.activation_bytes_per_sample / BYTES_PER_ELEMENT
+    per_kernel = per_sample / max(1, workload.kernels_per_step)
+    work = batch_size * per_kernel
+    half = spec.cores * spec.half_saturation_elements_per_core
+    return work / (work + half) if work > 0 else 1e-9
+
+
+def memory_needed_bytes(spec: SimSpec, workload: Workload, batch_size: int) -> float:
+    """Training footprint plus the convolution workspace cuDNN reserves."""
+    return workload.training_memory_bytes(batch_size) + spec.workspace_bytes
+
+
+def step_model(spec: SimSpec, workload: Workload, batch_size: int, freq_mhz: float) -> StepModel:
+    """Time and mean board power of one training step at (batch_size, freq_mhz)."""
+    if batch_size < 1:
+        raise DeviceError(f"batch size must be at least 1, got {batch_size}")
+    if not (math.isfinite(freq_mhz) and freq_mhz > 0):
+        raise DeviceError(f"frequency must be a positive number of MHz, got {freq_mhz}")
+    b = batch_size
+    occ = occupancy(spec, workload, b)
+    bandwidth = spec.bandwidth_bytes_per_s * spec.bandwidth_efficiency
+    t_compute = (
+        b * workload.flops_per_sample / (peak_flops(spec, freq_mhz) * spec.compute_efficiency * occ)
+    )
+    traffic = b * workload.traffic_bytes_per_sample + 3.0 * workload.param_bytes
+    t_traffic = traffic / bandwidth
+    t_opt = workload.optimizer_bytes_per_step / bandwidth
+    t_kernels = max(t_compute, t_traffic) + t_opt
+    t_step = t_kernels + workload.kernels_per_step * spec.kernel_launch_s + spec.host_overhead_s
+
+    v = voltage_v(spec, freq_mhz)
+    vmax = voltage_v(spec, spec.fmax_mhz)
+    a = spec.clock_tree_fraction
+    activity = (1 - a) * occ * t_compute / t_step + a * t_kernels / t_step
+    dynamic = spec.c_eff_f * v * v * freq_mhz * 1e6 * activity
+    leakage = spec.gpu_leakage_w_at_vmax * (v / vmax) ** 2
+    bytes_per_step = traffic + workload.optimizer_bytes_per_step
+    dram = spec.dram_active_w * t_kernels / t_step
+    dram += spec.dram_energy_j_per_byte * bytes_per_step / t_step
+    power = spec.idle_board_w + spec.host_active_w + leakage + dynamic + dram
+
+    needed = memory_needed_bytes(spec, workload, b)
+    return StepModel(
+        batch_size=b,
+        freq_mhz=float(freq_mhz),
+        step_time_s=t_step,
+        time_per_sample_s=t_step / b,
+        power_w=power,
+        fits=needed <= spec.memory_usable_bytes,
+        memory_bytes_needed=needed,
+        compute_time_s=t_compute,
+        memory_time_s=t_traffic + t_opt,
+        occupancy=occ,
+        voltage_v=v,
+    )
+
+
+# --- sensor readings ---------------------------------------------------------------
+def ripple_amplitude_w(spec: SimSpec, model: StepModel) -> float:
+    """Amplitude of the per-step power ripple as the sensor sees it.
+
+    A sine of period T averaged over the sensor window w keeps |sinc(pi w / T)| of
+    its amplitude, so ripple from very short steps is smoothed away by the sensor.
+    """
+    above_idle = max(0.0, model.power_w - spec.idle_board_w)
+    x = math.pi * spec.sensor_window_s / model.step_time_s
+    attenuation = 1.0 if x == 0 else abs(math.sin(x) / x)
+    return spec.ripple_frac * above_idle * attenuation
+
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser (Steele et al., OOPSLA 2014): a well-mixed 64-bit hash."""
+    x = (x + np.uint64(0x9E3779B97F4A7C15)) & _M64
+    x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64
+    x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _M64
+    return x ^ (x >> np.uint64(31))
+
+
+def gaussian_noise(seed: int, times_s: np.ndarray) -> np.ndarray:
+    """Standard normal values that depend only on (seed, time), via Box-Muller on
+    two hashes of the time in nanoseconds. Reproducible in any order and batch."""
+    t_ns = np.round(np.asarray(times_s, dtype=np.float64) * 1e9).astype(np.int64)
+    key = np.uint64(_splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0])
+    h1 = _splitmix64(t_ns.view(np.uint64) ^ key)
+    h2 = _splitmix64(h1)
+    scale = 1.0 / float(1 << 53)
+    u1 = ((h1 >> np.uint64(11)).astype(np.float64) + 0.5) * scale
+    u2 = (h2 >> np.uint64(11)).astype(np.float64) * scale
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)

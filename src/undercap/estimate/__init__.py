@@ -1,0 +1,272 @@
+"""Estimate r(b) = N(b) / N(b_max) on a proxy dataset (paper Sec. 4.2).
+
+N(b), the training samples needed to reach a target accuracy with batch size b, is
+device-independent: it is measured on a server by fine-tuning the same pre-trained
+model with every b, square-root learning-rate scaling from the largest batch
+(Krizhevsky 2014; Hoffer et al. 2017), until the target or a sample budget. Only the
+ratio r(b) is used by selection, so the proxy need not match the target data exactly.
+
+Several seeds (data order; a fresh classifier head) give a mean and a spread.
+N(b) is the mean over the seeds that reached the target; r(b) is relative to the
+largest batch size that reached it; a batch size where no seed reached the target
+has no r(b) and is listed under "excluded". The target is absolute
+(`target_accuracy`) or a fraction of the best accuracy the largest batch reaches
+within the budget (`target_fraction`: those reference runs go first, over the whole
+budget or to a plateau, and their curves give N(b_max)).
+
+Each finished (b, seed) run is kept in the cache (artifacts.cache, kind
+"estimate-run", keyed by everything that fixes its trajectory: estimate.config), so
+re-running an interrupted or extended estimate reuses every finished run.
+
+Layout: config.py (what is asked), runs.py (one run), aggregate.py (runs -> artifact),
+pretrain.py (the weights every run starts from).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from undercap.artifacts.cache import Cache
+from undercap.artifacts.efficiency import Efficiency
+from undercap.artifacts.io import PathLike
+from undercap.artifacts.provenance import provenance
+from undercap.errors import UndercapError
+from undercap.estimate.aggregate import Record, aggregate
+from undercap.estimate.config import EstimateConfig, fingerprint, run_key
+from undercap.estimate.runs import (
+    RUN_KIND,
+    Job,
+    covers,
+    cpu_cores,
+    curve_within,
+    first_crossing,
+    init_worker,
+    run_job,
+)
+from undercap.report.progress import bar as progress_bar
+from undercap.train.loop import resolve_torch_device, scaled_lr
+
+__all__ = ["EstimateConfig", "estimate"]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+@dataclass
+class _Runner:
+    """Runs the (b, seed) requests not covered by finished runs, in-process or in a
+    pool of spawned workers, and tracks what it reused and ran."""
+
+    cfg: EstimateConfig
+    cache: Cache
+    fingerprint: dict[str, Any]
+    fresh: bool
+    device: str
+    jobs: int
+    threads: Optional[int]
+    progress: bool
+    bar: Any
+    reused: int = 0
+    ran: int = 0
+    _pool: Any = None  # one worker pool for every phase (spawning costs seconds)
+
+    def ensure(
+        self, pairs: Iterable[tuple[int, int]], target: Optional[float]
+    ) -> dict[tuple[int, int], Record]:
+        patience = self.cfg.plateau_patience if target is None else None
+        out: dict[tuple[int, int], Record] = {}
+        todo: list[Job] = []
+        for b, s in pairs:
+            rec = self._finished(b, s)
+            if rec is not None and covers(rec, target, self.cfg.max_samples, patience):
+                out[(b, s)] = rec
+                self.reused += 1
+            else:
+                todo.append(self._job(b, s, target, patience))
+        self.bar.update(len(out))
+        for rec in self._execute(todo):
+            out[(rec["batch_size"], rec["seed"])] = rec
+            self.ran += 1
+            self.bar.set_postfix_str(_run_summary(rec, target), refresh=False)
+            self.bar.update(1)
+        return out
+
+    def _finished(self, b: int, seed: int) -> Optional[Record]:
+        entry = self.cache.entry(RUN_KIND, run_key(self.fingerprint, b, seed))
+        if self.fresh or entry is None:
+            return None
+        return entry.load_json()
+
+    def _job(self, b: int, seed: int, target: Optional[float], patience: Optional[int]) -> Job:
+        return Job(
+            model=self.cfg.model,
+            data=self.cfg.data,
+            batch_size=b,
+            seed=seed,
+            lr=scaled_lr(self.cfg.base_lr, b, self.cfg.b_max),
+            optimizer=self.cfg.optimizer,
+            weight_decay=self.cfg.weight_decay_used,
+            target=target,
+            max_samples=self.cfg.max_samples,
+            eval_every_samples=self.cfg.eval_every_samples,
+            eval_max_samples=self.cfg.eval_max_samples,
+            plateau_patience=patience,
+            pretrained=self.cfg.pretrained,
+            fresh_head=self.cfg.fresh_head,
+            init_seed=self._init_seed(seed),
+            cache_root=None if self.cache.root is None else str(self.cache.root),
+            key=run_key(self.fingerprint, b, seed),
+            torch_device=self.device,
+            progress=self.progress and self.jobs == 1,
+        )
+
+    def _init_seed(self, seed: int) -> int:
+        """Without weights: the one fixed random init for every run. With weights, the
+        seed of the (fresh) head, per seed and derived from the weights file, so it can
+        never repeat the initial head the weights were pre-trained from (that head
+        fits the trained body unduly well: a run starting from it looks pre-trained)."""
+        sha = self.fingerprint.get("pretrained_sha256")
+        if sha is None:
+            return self.cfg.init_seed
+        return int(hashlib.sha256(f"{sha}:{seed}".encode()).hexdigest()[:8], 16)
+
+    def _execute(self, todo: list[Job]) -> Iterable[Record]:
+        if not todo:
+            return
+        if self.jobs == 1:
+            for job in todo:
+                yield run_job(job)
+            return
+        from concurrent.futures import as_completed
+
+        futures = [self._executor().submit(run_job, job) for job in todo]
+        try:
+            for fut in as_completed(futures):
+                yield fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+    def _executor(self) -> Any:
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            threads = self.threads or max(1, cpu_cores() // self.jobs)
+            ctx = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads/CUDA
+            self._pool = ProcessPoolExecutor(
+                self.jobs,
+                ctx,
+                initializer=init_worker,
+                initargs=(threads, self.cfg.data, self.device),
+            )
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def estimate(
+    cfg: EstimateConfig,
+    *,
+    cache_dir: Optional[PathLike],
+    jobs: int = 1,
+    torch_device: str = "auto",
+    fresh: bool = False,
+    progress: bool = True,
+    threads: Optional[int] = None,
+    log: Callable[[str], None] = _stderr,
+) -> Efficiency:
+    """Run (or resume) the estimate and return the efficiency artifact (not saved).
+
+    Finished runs are kept in the cache at `cache_dir` (None: keep nothing) and
+    reused unless `fresh`. `jobs` worker processes run (b, seed) jobs in parallel,
+    each with `threads` torch threads (default: the cores split between the
+    workers). `threads` also applies to jobs=1 runs in this process (default:
+    torch's own setting)."""
+    cfg.validate()
+    if jobs < 1:
+        raise UndercapError("--jobs must be at least 1")
+    device = resolve_torch_device(torch_device)
+    if threads is not None and jobs == 1:
+        import torch
+
+        torch.set_num_threads(threads)
+    fp = fingerprint(cfg)
+    t0 = time.perf_counter()
+    bar = progress_bar(
+        progress, desc="estimate", unit="run", total=len(cfg.batch_sizes) * len(cfg.seeds)
+    )
+    runner = _Runner(cfg, Cache(cache_dir), fp, fresh, device, jobs, threads, progress, bar)
+    try:
+        records, target_info = _run_all(cfg, runner)
+    finally:
+        runner.close()
+        bar.close()
+    if runner.reused:
+        log(f"reused {runner.reused} finished run(s) from the cache {cache_dir}; ran {runner.ran}")
+    eff = aggregate(cfg, records, target_info)
+    cost = dict(eff.extra["cost"], elapsed_s=time.perf_counter() - t0, reused_runs=runner.reused)
+    extra = dict(eff.extra, cost=cost)
+    extra["config"] = dict(
+        fp,
+        batch_sizes=sorted(cfg.batch_sizes),
+        seeds=list(cfg.seeds),
+        max_samples=cfg.max_samples,
+        plateau_patience=cfg.plateau_patience,
+        pretrained=cfg.pretrained,
+        data_dir=cfg.data.data_dir,
+        cache_dir=None if cache_dir is None else str(cache_dir),
+        jobs=jobs,
+        torch_device=device,
+    )
+    extra["provenance"] = provenance(
+        seeds=list(cfg.seeds), torch_device=device, jobs=jobs, torch_threads=threads
+    )
+    return Efficiency(
+        eff.model, eff.dataset, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
+    )
+
+
+def _run_summary(rec: Record, target: Optional[float]) -> str:
+    head = f"b={rec['batch_size']} seed={rec['seed']}"
+    if target is None:  # a reference run: its best accuracy sets the target
+        return f"{head} best={max(p[1] for p in rec['curve']):.3f}"
+    return f"{head} N={first_crossing([(p[0], p[1]) for p in rec['curve']], target)}"
+
+
+def _run_all(
+    cfg: EstimateConfig, runner: _Runner
+) -> tuple[dict[tuple[int, int], Record], dict[str, Any]]:
+    """Largest batch first (it is the reference); with a relative target its runs go
+    over the whole budget and fix the absolute target for the rest."""
+    b_max, seeds = cfg.b_max, cfg.seeds
+    others = sorted(b for b in cfg.batch_sizes if b != b_max)
+    if cfg.target_fraction is None:
+        target = float(cfg.target_accuracy)  # type: ignore[arg-type]
+        pairs = [(b_max, s) for s in seeds] + [(b, s) for b in others for s in seeds]
+        return runner.ensure(pairs, target), {"mode": "absolute", "accuracy": target}
+    refs = runner.ensure([(b_max, s) for s in seeds], None)
+    best = [max(a for _, a in curve_within(refs[(b_max, s)], cfg.max_samples)) for s in seeds]
+    reference = statistics.fmean(best)
+    target = cfg.target_fraction * reference
+    records = dict(refs)
+    records.update(runner.ensure([(b, s) for b in others for s in seeds], target))
+    info = {
+        "mode": "fraction",
+        "fraction": cfg.target_fraction,
+        "reference_batch_size": b_max,
+        "reference_accuracy": reference,
+        "reference_best_per_seed": best,
+        "accuracy": target,
+    }
+    return records, info

@@ -1,0 +1,118 @@
+"""Aggregate finished (b, seed) runs into the efficiency artifact (DESIGN.md).
+
+N_s(b) is the first evaluation point at or above the target on seed s's curve (so
+it is resolved to the evaluation interval). N(b) is the mean over the seeds that
+reached the target; r(b) = N(b) / N(b_ref), where b_ref is the largest batch size
+with a run that reached it (normally b_max). The per-seed spread of r is
+N_s(b) / N(b_ref) (sample std, min, max). A batch size where no seed reached the
+target has no r(b): it is listed under "excluded" and is out of selection.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Dict, Optional
+
+from undercap.artifacts.efficiency import Efficiency
+from undercap.errors import UndercapError
+from undercap.estimate.config import EstimateConfig
+from undercap.estimate.runs import curve_within, first_crossing
+
+Record = Dict[str, Any]  # one run's record (estimate.runs.run_job)
+
+
+def _std(xs: list[float]) -> float:
+    return statistics.stdev(xs) if len(xs) >= 2 else 0.0
+
+
+def aggregate(
+    cfg: EstimateConfig, records: dict[tuple[int, int], Record], target_info: dict[str, Any]
+) -> Efficiency:
+    """N(b) per seed from each run's curve, r(b) over the batch sizes that reached."""
+    target = float(target_info["accuracy"])
+    bs, seeds = sorted(cfg.batch_sizes), list(cfg.seeds)
+    curves = {b: {s: curve_within(records[(b, s)], cfg.max_samples) for s in seeds} for b in bs}
+    runs = {b: tuple(first_crossing(curves[b][s], target) for s in seeds) for b in bs}
+    reached = {b: [float(n) for n in runs[b] if n is not None] for b in bs}
+    usable = [b for b in bs if reached[b]]
+    if not usable:
+        raise UndercapError(
+            f"no batch size reached the target accuracy {target:.4f} within "
+            f"{cfg.max_samples} samples; raise --max-samples or lower the target "
+            "(finished runs are kept in the work dir)"
+        )
+    b_ref = max(usable)
+    n_ref = statistics.fmean(reached[b_ref])
+    relative = {b: statistics.fmean(reached[b]) / n_ref for b in usable}
+    relative[b_ref] = 1.0
+    spread = {}
+    for b in usable:
+        per_seed = [n / n_ref for n in reached[b]]
+        spread[str(b)] = {
+            "std": _std(per_seed),
+            "min": min(per_seed),
+            "max": max(per_seed),
+            "n": len(per_seed),
+        }
+    excluded = [b for b in bs if not reached[b]]
+    kinds = {records[k].get("accuracy_kind", "sample") for k in records}
+    chosen = [records[(b, s)] for b in bs for s in seeds]
+    extra: dict[str, Any] = {
+        "target": dict(target_info, accuracy_kind=kinds.pop() if len(kinds) == 1 else "mixed"),
+        "reference_batch_size": b_ref,
+        "relative_spread": spread,
+        "samples_to_target_mean": {str(b): _mean_or_none(reached[b]) for b in bs},
+        "samples_to_target_std": {str(b): _std(reached[b]) if reached[b] else None for b in bs},
+        "reached": {str(b): [len(reached[b]), len(seeds)] for b in bs},
+        "excluded": excluded,
+        "best_accuracy": {str(b): [max(a for _, a in curves[b][s]) for s in seeds] for b in bs},
+        "notes": _notes(cfg, bs, reached, b_ref, excluded, len(seeds)),
+        "curves": {str(b): {str(s): [list(p) for p in curves[b][s]] for s in seeds} for b in bs},
+        "cost": {
+            "runs": len(chosen),
+            "samples_trained": sum(int(r["samples_trained"]) for r in chosen),
+            "wall_s": sum(float(r["wall_s"]) for r in chosen),
+            "train_wall_s": sum(float(r["train_wall_s"]) for r in chosen),
+            "eval_wall_s": sum(float(r["eval_wall_s"]) for r in chosen),
+        },
+        "init": chosen[0].get("init", {}),
+    }
+    return Efficiency(cfg.model, cfg.data.dataset, target, runs, relative, extra)
+
+
+def _mean_or_none(xs: list[float]) -> Optional[float]:
+    return statistics.fmean(xs) if xs else None
+
+
+def _notes(
+    cfg: EstimateConfig,
+    bs: list[int],
+    reached: dict[int, list[float]],
+    b_ref: int,
+    excluded: list[int],
+    n_seeds: int,
+) -> list[str]:
+    notes = []
+    if b_ref != cfg.b_max:
+        notes.append(
+            f"r(b) is relative to b={b_ref}, the largest batch size that reached the "
+            f"target (b={cfg.b_max} did not)"
+        )
+    for b in bs:
+        k = len(reached[b])
+        if 0 < k < n_seeds:
+            notes.append(
+                f"b={b}: {n_seeds - k} of {n_seeds} seeds did not reach the target; "
+                f"N(b) is the mean over the {k} that did"
+            )
+    if excluded:
+        notes.append(
+            f"excluded from selection (no seed reached the target within "
+            f"{cfg.max_samples} samples): {excluded}"
+        )
+    if cfg.pretrained is None:
+        notes.append(
+            f"no pre-trained weights: every run starts from the same random init "
+            f"(seed {cfg.init_seed})"
+        )
+    return notes

@@ -1,0 +1,102 @@
+"""What an estimate of r(b) is asked for (`EstimateConfig`), and what determines
+each of its runs' trajectory (`run_key`, the cache key of a run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from undercap import defaults
+from undercap.artifacts.io import file_sha256
+from undercap.data.spec import DataSpec
+from undercap.errors import UndercapError
+from undercap.models.registry import model_spec
+
+
+@dataclass(frozen=True)
+class EstimateConfig:
+    model: str
+    data: DataSpec
+    batch_sizes: tuple[int, ...]
+    seeds: tuple[int, ...] = tuple(range(defaults.ESTIMATE_SEEDS))
+    target_accuracy: Optional[float] = None  # absolute target, or ...
+    target_fraction: Optional[float] = None  # ... a fraction of b_max's best accuracy
+    max_samples: int = defaults.ESTIMATE_MAX_SAMPLES  # budget per run
+    eval_every_samples: int = defaults.ESTIMATE_EVAL_EVERY_SAMPLES
+    eval_max_samples: Optional[int] = None  # evaluate on at most this many test samples
+    lr: Optional[float] = None  # base LR at the largest batch; None: the model's
+    weight_decay: Optional[float] = None  # None: 0 for Adam, 0.01 for AdamW
+    pretrained: Optional[str] = None  # weights file from `undercap pretrain`
+    init_seed: int = 0  # the random init used by every run when there are no weights
+    fresh_head: bool = False  # re-initialise the classifier head after loading the weights
+    plateau_patience: Optional[int] = None  # reference runs stop after this many evals w/o gain
+
+    @property
+    def b_max(self) -> int:
+        return max(self.batch_sizes)
+
+    def validate(self) -> None:
+        if (self.target_accuracy is None) == (self.target_fraction is None):
+            raise UndercapError("give exactly one of --target-accuracy or --target-fraction")
+        t = self.target_accuracy if self.target_accuracy is not None else self.target_fraction
+        if t is None or not 0.0 < t <= 1.0:
+            raise UndercapError(f"target {t} must be a fraction in (0, 1], e.g. 0.9")
+        if not self.batch_sizes or len(set(self.batch_sizes)) != len(self.batch_sizes):
+            raise UndercapError(f"batch sizes {list(self.batch_sizes)} must be distinct, >= 1")
+        if min(self.batch_sizes) < 1:
+            raise UndercapError("batch sizes must be positive integers")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise UndercapError(f"seeds {list(self.seeds)} must be a non-empty distinct list")
+        if self.max_samples < self.b_max:
+            raise UndercapError(
+                f"--max-samples {self.max_samples} is below the largest batch size {self.b_max}"
+            )
+        if self.fresh_head and self.pretrained is None:
+            raise UndercapError("--fresh-head needs --pretrained weights")
+        if self.eval_every_samples < 1:
+            raise UndercapError("--eval-every must be a positive number of samples")
+
+    @property
+    def base_lr(self) -> float:
+        return self.lr if self.lr is not None else model_spec(self.model).base_lr
+
+    @property
+    def optimizer(self) -> str:
+        return model_spec(self.model).optimizer
+
+    @property
+    def weight_decay_used(self) -> float:
+        wd = self.weight_decay
+        return model_spec(self.model).weight_decay if wd is None else float(wd)
+
+
+def fingerprint(cfg: EstimateConfig) -> dict[str, Any]:
+    """What determines every run's trajectory. Targets, budgets, the batch-size list
+    and seeds are not in it: runs are reused per request (estimate.runs.covers),
+    so an estimate may grow by seeds or batch sizes; b_max is, as it sets every LR."""
+    return {
+        "model": cfg.model,
+        "dataset": cfg.data.dataset,
+        "input_shape": list(cfg.data.input_shape) if cfg.data.input_shape else None,
+        "context": cfg.data.context,
+        "limit": cfg.data.limit,
+        "data_seed": cfg.data.seed,
+        "split": cfg.data.split,
+        "test_order": "seeded-shuffle",  # pretrain.load_splits; older work dirs used file order
+        "b_max": cfg.b_max,
+        "base_lr": cfg.base_lr,
+        "optimizer": cfg.optimizer,
+        "weight_decay": cfg.weight_decay_used,
+        "eval_every_samples": cfg.eval_every_samples,
+        "eval_max_samples": cfg.eval_max_samples,
+        "pretrained_sha256": file_sha256(cfg.pretrained, what="weights file")
+        if cfg.pretrained
+        else None,
+        "init_seed": None if cfg.pretrained else cfg.init_seed,
+        "fresh_head": cfg.fresh_head,
+    }
+
+
+def run_key(fp: dict[str, Any], batch_size: int, seed: int) -> dict[str, Any]:
+    """The cache key of one (b, seed) run of an estimate with fingerprint `fp`."""
+    return {**fp, "batch_size": int(batch_size), "seed": int(seed)}

@@ -1,0 +1,225 @@
+"""One (batch size, seed) run of the efficiency estimate.
+
+A run fine-tunes a fresh copy of the model (pre-trained weights, or a seeded random
+init) with the common training loop at batch size b and the square-root-scaled
+learning rate, evaluating on the test split every `eval_every_samples`, and stops at
+its target accuracy, at the sample budget or, for reference runs, at a plateau. Its
+record (curve, samples, seconds) goes into the cache (artifacts.cache, kind
+"estimate-run", keyed by estimate.config.run_key) from whichever process ran it, so
+finished work survives a SIGKILL of the parent and an interrupted estimate resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from undercap.artifacts.cache import Cache
+from undercap.data.spec import DataSpec
+
+RUN_SCHEMA = "undercap.efficiency-run/1"
+RUN_KIND = "estimate-run"
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker process needs for one run (picklable)."""
+
+    model: str
+    data: DataSpec
+    batch_size: int
+    seed: int
+    lr: float
+    optimizer: str
+    weight_decay: float
+    target: Optional[float]  # stop at this accuracy; None: reference run over the whole budget
+    max_samples: int
+    eval_every_samples: int
+    eval_max_samples: Optional[int]
+    plateau_patience: Optional[
+        int
+    ]  # reference runs only: stop after this many evals w/o a new best
+    pretrained: Optional[str]
+    init_seed: int  # seeds the model's initialisation (all of it, or the fresh head)
+    cache_root: Optional[str]  # where the record goes (artifacts.cache)
+    key: dict[str, Any]  # its cache key (estimate.config.run_key)
+    torch_device: str
+    progress: bool
+    fresh_head: bool = False  # re-initialise the head after loading (transfer to a new task)
+
+
+class _Plateau(Exception):
+    """Raised from the eval hook to end a reference run whose accuracy stopped rising."""
+
+
+_SPLITS_CACHE: dict[tuple[DataSpec, str], Any] = {}
+
+
+def _splits(data: DataSpec, device: str) -> Any:
+    from undercap.data.spec import load_splits
+
+    key = (data, device)
+    if key not in _SPLITS_CACHE:
+        _SPLITS_CACHE.clear()  # one dataset per process at a time
+        _SPLITS_CACHE[key] = load_splits(data, device)
+    return _SPLITS_CACHE[key]
+
+
+def init_worker(threads: int, data: DataSpec, device: str) -> None:
+    """Pool initializer: share the cores between workers, die with the parent (Linux
+    PR_SET_PDEATHSIG, prctl(2)) so a killed estimate leaves no orphans, and load the
+    data once per worker before its first run."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    _splits(data, device)
+    import undercap.models  # noqa: F401  (imported here so runs time only the training)
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Train one (b, seed) run, cache its record atomically, return the record."""
+    from undercap.models.weights import initial_model
+    from undercap.report.progress import sample_bar
+    from undercap.train.loop import LoopConfig, Trainer
+
+    t_load = time.perf_counter()
+    splits = _splits(job.data, job.torch_device)  # cached per process
+    t0 = time.perf_counter()
+    # Every b at one seed starts from the same weights (init_seed: estimate._Runner).
+    model, init = initial_model(
+        job.model,
+        splits,
+        init_seed=job.init_seed,
+        pretrained=job.pretrained,
+        fresh_head=job.fresh_head,
+    )
+    cfg = LoopConfig(
+        batch_size=job.batch_size,
+        lr=job.lr,
+        optimizer=job.optimizer,
+        weight_decay=job.weight_decay,
+        target_accuracy=job.target,
+        max_samples=job.max_samples,
+        eval_every_samples=job.eval_every_samples,
+        eval_max_samples=job.eval_max_samples,
+        seed=job.seed,
+    )
+    bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)
+    on_step, on_eval = _hooks(bar, job.plateau_patience)
+    trainer = Trainer(model, splits, cfg, job.torch_device, on_step=on_step, on_eval=on_eval)
+    stop = "budget"
+    try:
+        result = trainer.run()
+        if result.reached:
+            stop = "target"
+    except _Plateau:
+        result, stop = trainer.result(), "plateau"
+    finally:
+        bar.close()
+    record = _record(job, result, stop, splits.kind, init, t0 - t_load, time.perf_counter() - t0)
+    entry = Cache(job.cache_root).entry(RUN_KIND, job.key)
+    if entry is not None:
+        entry.store_json(record)
+    return record
+
+
+def _hooks(bar: Any, patience: Optional[int]) -> tuple[Any, Any]:
+    """Progress, and for reference runs the plateau stop: end after `patience`
+    evaluations without a new best accuracy."""
+    from undercap.report.progress import training_hooks
+
+    on_step, show_eval = training_hooks(bar)
+    best = {"acc": -1.0, "since": 0}
+
+    def on_eval(trainer: Any, point: Any) -> None:
+        show_eval(trainer, point)
+        if patience is None:
+            return
+        if point.accuracy > best["acc"]:
+            best["acc"], best["since"] = point.accuracy, 0
+        else:
+            best["since"] += 1
+            if best["since"] >= patience:
+                raise _Plateau
+
+    return on_step, on_eval
+
+
+def _record(
+    job: Job, result: Any, stop: str, kind: str, init: Any, load_s: float, wall_s: float
+) -> dict[str, Any]:
+    return {
+        "schema": RUN_SCHEMA,
+        "batch_size": job.batch_size,
+        "seed": job.seed,
+        "lr": job.lr,
+        "target_accuracy": job.target,
+        "max_samples": job.max_samples,
+        "plateau_patience": job.plateau_patience,
+        "stop": stop,
+        "samples_to_target": result.samples_to_target,
+        "samples_trained": result.samples_trained,
+        "steps": result.steps,
+        "curve": [[p.samples, p.accuracy, _finite_or_none(p.loss)] for p in result.curve],
+        "accuracy_kind": "character" if kind == "text" else "sample",
+        "wall_s": wall_s,  # model set-up + training + evaluation
+        "data_load_s": load_s,
+        "train_wall_s": result.train_wall_s,
+        "eval_wall_s": result.eval_wall_s,
+        "torch_device": job.torch_device,
+        "init": init,
+    }
+
+
+def _finite_or_none(x: float) -> Optional[float]:
+    return x if math.isfinite(x) else None  # a diverged run's NaN loss is not JSON
+
+
+# --- reading a run's curve ------------------------------------------------------------
+def curve_within(record: dict[str, Any], budget: int) -> list[tuple[int, float]]:
+    """(samples, accuracy) points of a run up to `budget` samples."""
+    return [(int(p[0]), float(p[1])) for p in record["curve"] if int(p[0]) <= budget]
+
+
+def first_crossing(curve: list[tuple[int, float]], target: float) -> Optional[int]:
+    """N(b): samples at the first evaluation whose accuracy is >= target."""
+    for samples, acc in curve:
+        if acc >= target:
+            return samples
+    return None
+
+
+def covers(
+    record: dict[str, Any], target: Optional[float], budget: int, patience: Optional[int]
+) -> bool:
+    """Whether a finished run answers a request for (target, budget) exactly as a new
+    run would: training is deterministic given the work dir's fingerprint, so a run
+    that reached the target within the budget, or ran at least the whole budget,
+    gives the same curve prefix and the same N(b)."""
+    if target is not None and first_crossing(curve_within(record, budget), target) is not None:
+        return True
+    if record["stop"] == "budget" and record["samples_trained"] >= budget:
+        return True
+    return (
+        target is None
+        and record["stop"] == "plateau"
+        and record.get("plateau_patience") == patience
+        and record["max_samples"] >= budget
+    )
+
+
+def cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

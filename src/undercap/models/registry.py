@@ -1,0 +1,98 @@
+"""The model registry: one row per model with every fact the pipeline needs about it.
+
+Built-in rows (paper Sec. 5): "resnet18" and "mobilenetv2" (CIFAR variants, 32x32
+inputs), "char-transformer" (6 layers, 6 heads, 256 dims, context 64), plus
+"small-cnn" for quick runs on the bundled 8x8 digits.
+
+Optimizers and base learning rates (the LR at the largest batch; smaller batches use
+sqrt scaling, train.loop.scaled_lr): the CNNs use Adam at 1e-3 (Kingma & Ba's
+default; the paper uses Adam for the CNNs); the transformer uses AdamW at 6e-4 (the
+GPT-3 small / nanoGPT default; nanoGPT's shakespeare-char config uses 1e-3 but with a
+warm-up, which our loop does not have) with torch's default decoupled weight decay.
+
+Torch-free: a row names its factory by import path and `build` imports it, so the
+CLI can check a model name and read its facts without loading torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from undercap.errors import UndercapError
+
+#: "classification": one label per input (images); "next-token": token ids in, a
+#: label per position out (character models), scored per token.
+TASKS = ("classification", "next-token")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What undercap knows about one model (units and meaning in the names)."""
+
+    name: str
+    factory: str  # "package.module:function", called as f(num_classes=, input_shape=)
+    task: str
+    default_input_shape: Optional[tuple[int, ...]]
+    optimizer: str  # "adam" or "adamw"
+    base_lr: float  # at the largest batch size
+    weight_decay: float
+
+    @property
+    def is_sequence(self) -> bool:
+        return self.task == "next-token"
+
+    def profile_classes(self) -> int:
+        """Classes of the output layer when profiling without data: the character
+        vocabulary for next-token models, else 10 (the head is a tiny share of the work)."""
+        if self.is_sequence:
+            from undercap.data.text import VOCAB_SIZE
+
+            return int(VOCAB_SIZE)
+        return 10
+
+    def build(self, *, num_classes: int, input_shape: Sequence[int]) -> Any:
+        """A freshly initialised nn.Module (torch's global RNG seeds it)."""
+        return _load(self.factory)(num_classes=num_classes, input_shape=tuple(input_shape))
+
+
+def _row(
+    name: str, factory: str, shape: tuple[int, ...], task: str = "classification"
+) -> ModelSpec:
+    adamw = task == "next-token"
+    return ModelSpec(
+        name=name,
+        factory=factory,
+        task=task,
+        default_input_shape=shape,
+        optimizer="adamw" if adamw else "adam",
+        base_lr=6e-4 if adamw else 1e-3,
+        weight_decay=0.01 if adamw else 0.0,
+    )
+
+
+BUILTIN: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        _row("small-cnn", "undercap.models.small_cnn:build", (1, 8, 8)),  # the bundled digits
+        _row("resnet18", "undercap.models.resnet:build", (3, 32, 32)),
+        _row("mobilenetv2", "undercap.models.mobilenet:build", (3, 32, 32)),
+        _row("char-transformer", "undercap.models.transformer:build", (64,), "next-token"),
+    )
+}
+MODEL_NAMES = tuple(BUILTIN)
+
+
+def model_spec(name: str) -> ModelSpec:
+    """The registry row of a built-in model; unknown names list the known ones."""
+    spec = BUILTIN.get(name)
+    if spec is None:
+        raise UndercapError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    return spec
+
+
+def _load(factory: str) -> Callable[..., Any]:
+    module, _, attr = factory.partition(":")
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,69 @@
+"""Real training steps of one model on the host, with synthetic inputs of its shape.
+
+Time per sample is data-independent (paper Sec. 4.1), so profiling feeds random
+tensors: images for classification models, token ids for next-token models.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from undercap.artifacts.workload import Workload
+
+
+class Stepper:
+    """Runs real training steps of one model on the host accelerator."""
+
+    def __init__(
+        self,
+        model_name: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        torch_device: str,
+        seed: int,
+    ) -> None:
+        import torch
+
+        from undercap.models.registry import model_spec
+        from undercap.models.workload import workload_of
+
+        spec = model_spec(model_name)
+        torch.manual_seed(seed)
+        self.torch = torch
+        self.device = torch_device
+        self.model = spec.build(num_classes=num_classes, input_shape=input_shape)
+        self.workload: Workload = workload_of(self.model, model_name, input_shape)
+        self.model.to(torch_device).train()
+        opt = torch.optim.AdamW if spec.optimizer == "adamw" else torch.optim.Adam
+        self.optimizer = opt(self.model.parameters(), lr=1e-4)
+        self.input_shape = input_shape
+        self.num_classes = num_classes
+        self.is_text = spec.is_sequence
+        self._batch: Optional[tuple] = None
+
+    def set_batch_size(self, b: int) -> None:
+        torch = self.torch
+        if self.is_text:  # token ids in, next-token ids out
+            x = torch.randint(0, self.num_classes, (b, *self.input_shape))
+            y = torch.randint(0, self.num_classes, (b, *self.input_shape))
+        else:
+            x = torch.randn(b, *self.input_shape)
+            y = torch.randint(0, self.num_classes, (b,))
+        self._batch = (x.to(self.device), y.to(self.device))
+
+    def step(self) -> None:
+        from undercap.train.loop import loss_and_correct
+
+        x, y = self._batch  # type: ignore[misc]
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, _, _ = loss_and_correct(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+
+    def synchronize(self) -> None:
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def is_oom(self, e: BaseException) -> bool:
+        oom = getattr(self.torch.cuda, "OutOfMemoryError", ())
+        return isinstance(e, oom) or "out of memory" in str(e).lower()

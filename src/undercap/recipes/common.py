@@ -1,0 +1,255 @@
+"""Pieces `undercap run` and `undercap compare` share: the training set-up, profiles,
+pre-trained weights and efficiency estimates, all through the one cache
+(artifacts.cache): a profile is keyed by the device, model, input shape, batch
+sizes, class count and sweep; weights by the model, source data and budget; every
+estimate run by what fixes its trajectory (estimate.config.run_key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from undercap import __version__
+from undercap.artifacts.cache import Cache
+from undercap.artifacts.profile import Profile, load_profile
+from undercap.data.spec import DataSpec
+from undercap.devices.base import Device
+from undercap.errors import UndercapError
+from undercap.models.registry import model_spec
+
+Log = Callable[[str], None]
+
+
+def stderr_log(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+# --- profiles ---------------------------------------------------------------------------
+def model_shape(model: str, data: DataSpec) -> tuple[int, ...]:
+    """The per-sample input shape the model trains on: (context,) for next-token
+    models, else the data spec's image shape, else the model's default."""
+    spec = model_spec(model)
+    if spec.is_sequence:
+        return (int(data.context),)
+    if data.input_shape:
+        return tuple(data.input_shape)
+    if spec.default_input_shape is None:
+        raise UndercapError(f"{model} has no default input shape; pass --input-shape")
+    return spec.default_input_shape
+
+
+def profile_model(
+    device: Device,
+    model: str,
+    shape: Sequence[int],
+    batch_sizes: Sequence[int],
+    *,
+    num_classes: int,
+    cache: Cache,
+    host_steps: bool = True,
+    efficient_for_w: Optional[float] = None,
+    progress: bool = True,
+    log: Log = stderr_log,
+) -> Profile:
+    """Profile `model` on `device` (cached): a full sweep, or the paper's efficient
+    sweep for the limit `efficient_for_w` (Sec. 4.1). host_steps=False: simulated
+    devices give t and P from their model alone, without running it on the host."""
+    from undercap.profile import ProfileSettings, run_profile
+
+    key = {
+        "device": device.info().to_dict(),
+        "model": model,
+        "input_shape": list(shape),
+        "batch_sizes": sorted(batch_sizes),
+        "num_classes": num_classes,
+        "host_steps": host_steps,
+        "efficient_for_w": efficient_for_w,
+        "undercap_version": __version__,
+    }
+
+    def make() -> dict[str, Any]:
+        return run_profile(
+            device,
+            model,
+            shape,
+            batch_sizes,
+            num_classes=num_classes,
+            power_limit_w=efficient_for_w,
+            efficient=efficient_for_w is not None,
+            settings=ProfileSettings(host_steps=host_steps),
+            progress=progress,
+        ).to_dict()
+
+    def hit(entry: Any) -> None:
+        log(f"reusing cached profile of {model} ({entry.dir})")
+
+    return Profile.from_dict(cache.json("profile", key, make, on_hit=hit))
+
+
+def reuse_or_profile(
+    device: Device,
+    model: str,
+    target: DataSpec,
+    batch_sizes: Sequence[int],
+    *,
+    given: Optional[str],
+    cache: Cache,
+    efficient_for_w: Optional[float] = None,
+    progress: bool,
+    log: Log,
+) -> Profile:
+    """The user's profile of `model` when one is given, else measure (or reuse the
+    cached) profile at the shape the model trains on for `target`."""
+    if given:
+        profile = load_profile(given)
+        if profile.model != model:
+            raise UndercapError(
+                f"profile {given} is of {profile.model}, not {model}; profile the model"
+            )
+        log(f"reusing profile {given}")
+        return profile
+    return profile_model(
+        device,
+        model,
+        model_shape(model, target),
+        batch_sizes,
+        num_classes=model_spec(model).profile_classes(),
+        cache=cache,
+        efficient_for_w=efficient_for_w,
+        progress=progress,
+        log=log,
+    )
+
+
+def check_feasible(profile: Profile, limits: Iterable[Optional[float]]) -> None:
+    """Fail early (before any estimate or training) on a limit no configuration of the
+    profiled model meets, naming the lowest feasible power."""
+    from undercap.errors import InfeasibleError
+    from undercap.select import lowest_feasible_power_w
+
+    lowest = lowest_feasible_power_w(profile)
+    for lim in limits:
+        if lim is not None and lim < lowest:
+            raise InfeasibleError(
+                f"no configuration of {profile.model} on {profile.device.get('name')} stays "
+                f"under {lim:g} W: the lowest feasible power is {lowest:.2f} W; raise the "
+                "power limit to at least that"
+            )
+
+
+# --- pre-training and efficiency ------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainingSetup:
+    """What every fine-tuning run (estimates and device training) shares."""
+
+    model: str
+    batch_sizes: tuple[int, ...]
+    max_samples: int
+    eval_every_samples: int
+    eval_max_samples: Optional[int] = None
+    lr: Optional[float] = None  # base LR at the largest batch; None: models.default_lr
+    pretrained: Optional[str] = None  # weights file every run starts from
+    torch_device: str = "auto"
+    jobs: int = 1
+
+    def train_kwargs(self) -> dict[str, Any]:
+        """The `train_on_device` arguments every device run of this setup shares,
+        so device training scales the LR and evaluates exactly as estimation did."""
+        return {
+            "max_samples": self.max_samples,
+            "eval_every_samples": self.eval_every_samples,
+            "eval_max_samples": self.eval_max_samples,
+            "base_lr": self.lr,
+            "max_batch_size": max(self.batch_sizes),
+            "pretrained": self.pretrained,
+            "torch_device": self.torch_device,
+        }
+
+
+def with_pretrained(
+    setup: TrainingSetup,
+    source: Optional[DataSpec],
+    *,
+    max_samples: Optional[int],
+    cache: Cache,
+    progress: bool,
+    log: Log = stderr_log,
+) -> TrainingSetup:
+    """`setup` starting from weights pre-trained on `source` (none: unchanged). The
+    weights are cached per request, so re-runs and other devices reuse them."""
+    if source is None:
+        return setup
+    if setup.pretrained:
+        raise UndercapError("give either --pretrain or --pretrained, not both")
+    if cache.root is None:
+        raise UndercapError("pre-training inside a recipe needs a cache folder for the weights")
+    from undercap.estimate.pretrain import pretrain
+
+    key = {"model": setup.model, "source": source.key(), "max_samples": max_samples}
+    entry = cache.entry("pretrained", key)
+    assert entry is not None
+    path = entry.path("weights.pt")
+    if entry.sealed and path.is_file():
+        log(f"reusing pre-trained weights {path}")
+    else:
+        res = pretrain(
+            setup.model,
+            source,
+            path,
+            max_samples=max_samples,
+            torch_device=setup.torch_device,
+            progress=progress,
+        )
+        log(
+            f"pre-trained {setup.model} on {source.dataset}: accuracy {res.accuracy:.3f} "
+            f"after {res.samples_trained} samples ({res.wall_s:.1f} s)"
+        )
+        entry.store_json({"accuracy": res.accuracy, "meta": res.meta})
+    return dataclasses.replace(setup, pretrained=str(path))
+
+
+def estimate_efficiency(
+    setup: TrainingSetup,
+    data: DataSpec,
+    *,
+    seeds: Sequence[int],
+    target_accuracy: Optional[float],
+    target_fraction: Optional[float],
+    cache: Cache,
+    role: str,
+    progress: bool,
+    log: Log = stderr_log,
+) -> Any:  # artifacts.Efficiency
+    """r(b) of `setup.model` on `data` (estimate.estimate); finished runs are cached,
+    so re-runs reuse them."""
+    from undercap.estimate import EstimateConfig, estimate
+
+    cfg = EstimateConfig(
+        model=setup.model,
+        data=data,
+        batch_sizes=tuple(sorted(setup.batch_sizes)),
+        seeds=tuple(seeds),
+        target_accuracy=target_accuracy,
+        target_fraction=target_fraction,
+        max_samples=setup.max_samples,
+        eval_every_samples=setup.eval_every_samples,
+        eval_max_samples=setup.eval_max_samples,
+        lr=setup.lr,
+        pretrained=setup.pretrained,
+    )
+    log(f"estimating r(b) on the {role} {data.label}")
+    try:
+        return estimate(
+            cfg,
+            cache_dir=cache.root,
+            jobs=setup.jobs,
+            torch_device=setup.torch_device,
+            progress=progress,
+            log=log,
+        )
+    except UndercapError as e:
+        raise UndercapError(f"{role} efficiency on {data.dataset}: {e}") from e

@@ -1,0 +1,350 @@
+"""Baselines vs ours vs the oracle for one scenario (paper Sec. 5, Tables 2-4).
+
+A scenario is a model, a proxy and a target dataset, a device and a list of power
+limits. For each limit four methods pick a (batch size, frequency):
+
+* Baseline 1: the largest batch that fits, at the safe frequency;
+* Baseline 2: the batch minimising t(b, f_safe) * r_proxy(b), at the safe frequency;
+* ours (Algorithm 1): min over b of t(b, f_b) * r_proxy(b), f_b the highest feasible f;
+* oracle: the same with r_target(b), measured by training on the target at every b.
+
+The safe frequency is derived, not typed in: the highest frequency at which no
+supported model exceeds the limit (scenario.safe_profiles / select.safe_freq_mhz).
+r_proxy and r_target come from the same estimate (efficiency.estimate) on the proxy
+and on the target, from the same pre-trained weights.
+
+Then every method's configuration is trained on the target on the device once per
+seed (train.train_on_device), giving the measured time-to-accuracy and energy.
+Limits are processed tight to loose; a configuration (b, f, seed) trained under a
+limit where the power guard never acted is the very run a looser limit (or no limit)
+would produce, so it is reused and recorded as shared (RunRecord.shared_from).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from undercap.artifacts.cache import Cache
+from undercap.artifacts.comparison import (
+    ChoiceRecord,
+    Comparison,
+    RunRecord,
+    limit_label,
+    limit_sort_key,
+)
+from undercap.artifacts.efficiency import save_efficiency
+from undercap.artifacts.io import save_json
+from undercap.artifacts.profile import Profile, save_profile
+from undercap.artifacts.provenance import provenance
+from undercap.data.spec import DataSpec
+from undercap.errors import UndercapError
+from undercap.recipes.baselines import safe_frequencies, safe_profiles
+from undercap.recipes.common import (
+    Log,
+    TrainingSetup,
+    check_feasible,
+    estimate_efficiency,
+    reuse_or_profile,
+    stderr_log,
+    with_pretrained,
+)
+
+#: (batch_size, freq_mhz, seed, power_limit_w) -> the run (method fields filled later)
+TrainFn = Callable[[int, float, int, Optional[float]], RunRecord]
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    device: str
+    model: str
+    proxy: DataSpec
+    target: DataSpec
+    power_limits_w: tuple[Optional[float], ...]
+    setup: TrainingSetup
+    seeds: tuple[int, ...] = (0, 1, 2)
+    target_accuracy: Optional[float] = None  # absolute target on the target dataset, or ...
+    target_fraction: Optional[float] = None  # ... a fraction of the best b_max accuracy
+    proxy_accuracy: Optional[float] = None  # absolute proxy target (default: target_accuracy)
+    estimate_seeds: Optional[tuple[int, ...]] = None  # seeds of the r(b) estimates (default: seeds)
+    pretrain_source: Optional[DataSpec] = None  # pre-train on this first, or None
+    pretrain_samples: Optional[int] = None
+    profile: Optional[str] = None  # a measured profile to reuse instead of profiling
+    safe_profiles: tuple[str, ...] = ()  # real devices: measured profiles of other models
+    cache_dir: Optional[str] = None  # shared cache (profiles, estimates); default out/cache
+    device_options: dict[str, Any] = field(default_factory=dict)  # open_device kwargs
+
+    def validate(self) -> None:
+        if not self.power_limits_w:
+            raise UndercapError("give at least one power limit, e.g. --power-limits 5,7,none")
+        finite = [x for x in self.power_limits_w if x is not None]
+        if any(x <= 0 for x in finite) or len(set(self.power_limits_w)) != len(self.power_limits_w):
+            raise UndercapError(
+                f"power limits {self._limits_text()} must be distinct positive watts or 'none'"
+            )
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise UndercapError(f"seeds {list(self.seeds)} must be distinct and non-empty")
+        if (self.target_accuracy is None) == (self.target_fraction is None):
+            raise UndercapError("give exactly one of --target-accuracy or --target-fraction")
+
+    def _limits_text(self) -> str:
+        return ", ".join(limit_label(x) for x in self.power_limits_w)
+
+
+def choose_all(
+    profile: Profile,
+    relative_proxy: dict[int, float],
+    relative_target: dict[int, float],
+    limits: Sequence[Optional[float]],
+    safe_freqs: dict[Optional[float], float],
+) -> list[ChoiceRecord]:
+    """Every method's configuration for every limit (select.*)."""
+    from undercap.select import baseline1, baseline2, oracle, select_ours
+
+    out = []
+    for lim in sorted(limits, key=limit_sort_key):
+        f_safe = safe_freqs[lim]
+        picks = [
+            (baseline1(profile, lim, f_safe, relative=relative_proxy), f_safe),
+            (baseline2(profile, relative_proxy, lim, f_safe), f_safe),
+            (select_ours(profile, relative_proxy, lim), None),
+            (oracle(profile, relative_target, lim), None),
+        ]
+        out += [_choice_record(c, safe) for c, safe in picks]
+    return out
+
+
+def _choice_record(c: Any, safe: Optional[float]) -> ChoiceRecord:
+    """A select.Choice as the comparison records it (score dropped, safe clock added)."""
+    fields = ChoiceRecord.__dataclass_fields__
+    return ChoiceRecord(**{k: v for k, v in c.to_dict().items() if k in fields}, safe_freq_mhz=safe)
+
+
+def _reusable(trained_limit: Optional[float], run: RunRecord, limit: Optional[float]) -> bool:
+    """Is a run trained under `trained_limit` the run `limit` would give? Yes for the
+    same limit; and if the guard never acted under a limit at most as tight, because
+    then its window means never passed `trained_limit` <= `limit` either."""
+    if trained_limit == limit:
+        return True
+    if run.guard_events:
+        return False
+    return trained_limit is not None and (limit is None or trained_limit <= limit)
+
+
+def train_all(
+    choices: Sequence[ChoiceRecord],
+    seeds: Sequence[int],
+    train_fn: TrainFn,
+    *,
+    log: Log = stderr_log,
+) -> list[RunRecord]:
+    """Train every (choice, seed), tight limits first, reusing identical runs."""
+    done: dict[tuple[int, float, int], list[tuple[Optional[float], str, RunRecord]]] = {}
+    runs: list[RunRecord] = []
+    ordered = sorted(choices, key=lambda c: limit_sort_key(c.power_limit_w))
+    for c in ordered:
+        here = f"{c.method}@{limit_label(c.power_limit_w)}"
+        for seed in seeds:
+            key = (c.batch_size, c.freq_mhz, seed)
+            prior = next(
+                (
+                    (name, run)
+                    for lim, name, run in done.get(key, [])
+                    if _reusable(lim, run, c.power_limit_w)
+                ),
+                None,
+            )
+            if prior is None:
+                log(f"run {here}: batch size {c.batch_size} at {c.freq_mhz:g} MHz, seed {seed}")
+                run = train_fn(c.batch_size, c.freq_mhz, seed, c.power_limit_w)
+                done.setdefault(key, []).append((c.power_limit_w, here, run))
+                shared_from = None
+            else:
+                shared_from, run = prior
+            runs.append(
+                dataclasses.replace(
+                    run,
+                    method=c.method,
+                    power_limit_w=c.power_limit_w,
+                    seed=seed,
+                    shared_from=shared_from,
+                )
+            )
+    return runs
+
+
+# --- the whole comparison ----------------------------------------------------------------
+def run_comparison(
+    cfg: CompareConfig,
+    out_dir: Union[str, Path],
+    *,
+    train_fn: Optional[TrainFn] = None,
+    progress: bool = True,
+    log: Log = stderr_log,
+) -> Comparison:
+    """Profile, estimate, select and train for every limit, method and seed; write
+    the results folder (JSON, CSVs, Markdown, figures) and return the record."""
+    cfg.validate()
+    out = Path(out_dir)
+    cache = Cache(cfg.cache_dir or out / "cache")
+    t0 = time.monotonic()
+    profile, safe, simulated = _device_side(cfg, cache, progress, log)
+    save_profile(out / "profile.json", profile)
+    setup = with_pretrained(
+        cfg.setup,
+        cfg.pretrain_source,
+        max_samples=cfg.pretrain_samples,
+        cache=cache,
+        progress=progress,
+        log=log,
+    )
+    eff_proxy, eff_target = _estimates(cfg, setup, cache, progress, log)
+    save_efficiency(out / "efficiency-proxy.json", eff_proxy)
+    save_efficiency(out / "efficiency-target.json", eff_target)
+    _save_selections(out, profile, eff_proxy, cfg.power_limits_w, safe)
+    choices = choose_all(profile, eff_proxy.relative, eff_target.relative, cfg.power_limits_w, safe)
+    if train_fn is None:
+        train_fn = device_train_fn(cfg, setup, eff_target.target_accuracy, cache, progress, log)
+    runs = train_all(choices, cfg.seeds, train_fn, log=log)
+    comparison = Comparison(
+        device=cfg.device,
+        simulated=simulated,
+        model=cfg.model,
+        proxy=cfg.proxy.label,
+        target=cfg.target.label,
+        target_accuracy=eff_target.target_accuracy,
+        power_limits_w=tuple(cfg.power_limits_w),
+        seeds=tuple(cfg.seeds),
+        choices=tuple(choices),
+        runs=tuple(runs),
+        settings=_settings(cfg, setup, eff_proxy, eff_target, safe),
+        provenance=provenance(device=cfg.device, simulated=simulated, wall_s=time.monotonic() - t0),
+    )
+    save_json(out / "comparison.json", comparison.to_dict())
+    from undercap.report.compare import write_comparison_report
+
+    write_comparison_report(comparison, out, profile)
+    return comparison
+
+
+def _device_side(
+    cfg: CompareConfig, cache: Cache, progress: bool, log: Log
+) -> tuple[Profile, dict[Optional[float], float], bool]:
+    """The scenario's profile, the baselines' safe frequency per limit, and whether
+    the device is simulated; fails early on a limit no configuration meets."""
+    from undercap.devices import open_device
+
+    with open_device(cfg.device, seed=0, **cfg.device_options) as device:
+        profile = scenario_profile(cfg, device, cache, progress, log)
+        check_feasible(profile, cfg.power_limits_w)
+        profiles = safe_profiles(
+            device, profile, cache=cache, given=cfg.safe_profiles, progress=progress, log=log
+        )
+        return profile, safe_frequencies(profiles, cfg.power_limits_w), device.is_simulated
+
+
+def _save_selections(
+    out: Path,
+    profile: Profile,
+    eff_proxy: Any,
+    limits: Sequence[Optional[float]],
+    safe: dict[Optional[float], float],
+) -> None:
+    """Ours for every limit as a selection artifact (`train --from-selection` reads it):
+    selection-<limit>.json, e.g. selection-3.5W.json, selection-none.json."""
+    from undercap.artifacts.selection import save_selection
+    from undercap.recipes.select import build_selection
+
+    for lim in limits:
+        name = "none" if lim is None else f"{lim:g}W"
+        sel = build_selection(profile, eff_proxy, lim, safe_freq_mhz=safe[lim])
+        save_selection(out / f"selection-{name}.json", sel)
+
+
+def scenario_profile(
+    cfg: CompareConfig, device: Any, cache: Cache, progress: bool, log: Log
+) -> Profile:
+    return reuse_or_profile(
+        device,
+        cfg.model,
+        cfg.target,
+        cfg.setup.batch_sizes,
+        given=cfg.profile,
+        cache=cache,
+        progress=progress,
+        log=log,
+    )
+
+
+def _estimates(
+    cfg: CompareConfig, setup: TrainingSetup, cache: Cache, progress: bool, log: Log
+) -> tuple[Any, Any]:
+    seeds = cfg.estimate_seeds or cfg.seeds
+    proxy_acc = cfg.proxy_accuracy if cfg.proxy_accuracy is not None else cfg.target_accuracy
+    common = {"seeds": seeds, "cache": cache, "progress": progress, "log": log}
+    eff_proxy = estimate_efficiency(
+        setup,
+        cfg.proxy,
+        target_accuracy=proxy_acc,
+        target_fraction=None if proxy_acc is not None else cfg.target_fraction,
+        role="proxy",
+        **common,
+    )
+    eff_target = estimate_efficiency(
+        setup,
+        cfg.target,
+        target_accuracy=cfg.target_accuracy,
+        target_fraction=cfg.target_fraction,
+        role="target",
+        **common,
+    )
+    return eff_proxy, eff_target
+
+
+def _settings(
+    cfg: CompareConfig, setup: TrainingSetup, eff_proxy: Any, eff_target: Any, safe: dict
+) -> dict[str, Any]:
+    return {
+        "batch_sizes": list(setup.batch_sizes),
+        "max_samples": setup.max_samples,
+        "eval_every_samples": setup.eval_every_samples,
+        "eval_max_samples": setup.eval_max_samples,
+        "lr": setup.lr,
+        "pretrained": setup.pretrained,
+        "pretrain_source": None if cfg.pretrain_source is None else cfg.pretrain_source.dataset,
+        "pretrain_samples": cfg.pretrain_samples,
+        "proxy_target_accuracy": eff_proxy.target_accuracy,
+        "target_fraction": cfg.target_fraction,
+        "estimate_seeds": list(cfg.estimate_seeds or cfg.seeds),
+        "relative_proxy": {str(b): r for b, r in sorted(eff_proxy.relative.items())},
+        "relative_target": {str(b): r for b, r in sorted(eff_target.relative.items())},
+        "safe_freq_mhz": {limit_label(k): v for k, v in safe.items()},
+        "data_dir": cfg.target.data_dir,
+    }
+
+
+def device_train_fn(
+    cfg: CompareConfig,
+    setup: TrainingSetup,
+    target_accuracy: float,
+    cache: Cache,
+    progress: bool,
+    log: Log,
+) -> Any:  # device_runs.DeviceTrainer, a TrainFn
+    from undercap.recipes.device_runs import DeviceTrainer
+
+    return DeviceTrainer(
+        device_name=cfg.device,
+        model=cfg.model,
+        data=cfg.target,
+        setup=setup,
+        target_accuracy=target_accuracy,
+        cache=cache,
+        device_options=dict(cfg.device_options),
+        progress=progress,
+        log=log,
+    )

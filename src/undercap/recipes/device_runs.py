@@ -1,0 +1,134 @@
+"""Training one configuration on the device for the comparison, with a run cache.
+
+Each (batch size, frequency, seed, power limit) is trained by train.train_on_device
+on a freshly opened device (seed = the run's seed, so a simulated device's sensor
+noise is reproducible and independent of the order runs happen in), from the same
+pre-trained weights and with the same learning-rate scaling (b_max of the estimate)
+as the efficiency estimates. Every result is a TrainResult JSON in the one cache
+(kind "device-run"), keyed by everything that determines it, so re-running a
+comparison reuses finished runs instead of training them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from undercap import __version__
+from undercap.artifacts.cache import Cache
+from undercap.artifacts.comparison import RunRecord
+from undercap.artifacts.io import file_sha256
+from undercap.artifacts.train_result import TrainResult
+from undercap.data.spec import DataSpec
+from undercap.errors import ArtifactError
+from undercap.recipes.common import Log, TrainingSetup, stderr_log
+
+
+def run_record(result: TrainResult, *, seed: int) -> RunRecord:
+    """The comparison's view of one training result (method fields filled later)."""
+    return RunRecord(
+        method="",
+        power_limit_w=result.power_limit_w,
+        seed=seed,
+        batch_size=result.batch_size,
+        freq_mhz=float(result.freq_mhz_start or result.freq_mhz_requested or 0.0),
+        reached=result.reached,
+        time_to_accuracy_s=result.time_to_accuracy_s,
+        energy_j=result.energy_j,
+        peak_power_w=result.peak_power_w,
+        mean_power_w=result.mean_power_w,
+        samples_to_target=result.samples_to_target,
+        samples_trained=result.samples_trained,
+        final_accuracy=result.final_accuracy,
+        guard_events=len(result.guard_events),
+        final_freq_mhz=result.freq_mhz_final,
+        train_s=result.train_time_s,
+    )
+
+
+@dataclass
+class DeviceTrainer:
+    """A TrainFn (experiment.TrainFn) that trains on `device_name` with a run cache."""
+
+    device_name: str
+    model: str
+    data: DataSpec  # the target
+    setup: TrainingSetup
+    target_accuracy: float
+    cache: Cache
+    device_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    progress: bool = True
+    log: Log = stderr_log
+    trained: int = 0
+    reused: int = 0
+    _splits: Any = None
+
+    def splits(self) -> Any:
+        if self._splits is None:
+            from undercap.data.spec import load_splits
+
+            self._splits = load_splits(self.data, "cpu")
+        return self._splits
+
+    def key(self, b: int, f: float, seed: int, limit: Optional[float]) -> dict[str, Any]:
+        s = self.setup
+        return {
+            "device": self.device_name,
+            "device_options": {k: str(v) for k, v in sorted(self.device_options.items())},
+            "model": self.model,
+            "data": self.data.key(),
+            "batch_size": b,
+            "freq_mhz": f,
+            "seed": seed,
+            "power_limit_w": limit,
+            "target_accuracy": self.target_accuracy,
+            "max_samples": s.max_samples,
+            "eval": [s.eval_every_samples, s.eval_max_samples],
+            "lr": s.lr,
+            "b_max": max(s.batch_sizes),
+            "pretrained_sha256": file_sha256(s.pretrained) if s.pretrained else None,
+            "undercap_version": __version__,
+        }
+
+    def __call__(self, b: int, f: float, seed: int, limit: Optional[float]) -> RunRecord:
+        entry = self.cache.entry("device-run", self.key(b, f, seed, limit))
+        result = self._cached(entry)
+        if result is None:
+            result = self._train(b, f, seed, limit)
+            if entry is not None:
+                entry.store_json(result.to_dict())
+            self.trained += 1
+        else:
+            self.reused += 1
+        return run_record(result, seed=seed)
+
+    def _cached(self, entry: Any) -> Optional[TrainResult]:
+        obj = None if entry is None else entry.load_json()
+        if obj is None:
+            return None
+        try:
+            result = TrainResult.from_dict(obj)
+        except (ArtifactError, TypeError):
+            return None
+        self.log(f"  reusing finished run {entry.dir}")
+        return result
+
+    def _train(self, b: int, f: float, seed: int, limit: Optional[float]) -> TrainResult:
+        from undercap.devices import open_device
+        from undercap.train import train_on_device
+
+        s = self.setup
+        with open_device(self.device_name, seed=seed, **self.device_options) as device:
+            return train_on_device(
+                device,
+                self.model,
+                self.splits(),
+                batch_size=b,
+                target_accuracy=self.target_accuracy,
+                freq_mhz=f,
+                power_limit_w=limit,
+                seed=seed,
+                progress=self.progress,
+                **s.train_kwargs(),
+            )

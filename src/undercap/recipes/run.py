@@ -1,0 +1,209 @@
+"""`undercap run`: the method end to end in one command.
+
+profile (or reuse) the device -> estimate (or reuse) r(b) on the proxy -> select
+(Algorithm 1) -> train on the target on the device at the chosen (b, f) under the
+power limit -> one results folder:
+
+    profile.json     the (b, f) lookup table used
+    efficiency.json  r(b) on the proxy used
+    selection.json   the choice (undercap.selection/1), every candidate, exclusions,
+                     baselines, and how to train: `undercap train --from-selection`
+                     repeats the run from it
+    train.json       the training result (time to accuracy, energy, power, guard events)
+    summary.md       a short human summary (also printed)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from undercap.artifacts.cache import Cache
+from undercap.artifacts.efficiency import Efficiency, load_efficiency, save_efficiency
+from undercap.artifacts.io import write_atomic
+from undercap.artifacts.profile import Profile, save_profile
+from undercap.artifacts.selection import Selection, save_selection
+from undercap.artifacts.train_result import TrainResult, save_train_result
+from undercap.data.spec import DataSpec
+from undercap.errors import ArtifactError, UndercapError
+from undercap.recipes.common import (
+    Log,
+    TrainingSetup,
+    check_feasible,
+    estimate_efficiency,
+    reuse_or_profile,
+    stderr_log,
+    with_pretrained,
+)
+from undercap.recipes.select import build_selection, training_of
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    device: str
+    model: str
+    proxy: Optional[DataSpec]  # unused when `efficiency` is given
+    target: DataSpec
+    power_limit_w: Optional[float]
+    setup: TrainingSetup
+    target_accuracy: float  # absolute, on the target (what device training stops at)
+    proxy_accuracy: Optional[float] = None  # proxy estimate target (default: target_accuracy)
+    proxy_fraction: Optional[float] = None  # ... or a fraction of b_max's best proxy accuracy
+    estimate_seeds: tuple[int, ...] = (0, 1, 2)
+    seed: int = 0  # device training seed
+    efficiency: Optional[str] = None  # reuse this efficiency artifact
+    profile: Optional[str] = None  # reuse this profile
+    pretrain_source: Optional[DataSpec] = None
+    pretrain_samples: Optional[int] = None
+    full_profile: bool = False  # full sweep even with a limit
+    cache_dir: Optional[str] = None
+    device_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What `run` produced; the same is in the results folder."""
+
+    profile: Profile
+    efficiency: Efficiency
+    selection: Selection
+    result: TrainResult
+    summary: str
+
+
+def run(
+    cfg: RunConfig, out_dir: Union[str, Path], *, progress: bool = True, log: Log = stderr_log
+) -> RunResult:
+    """Do everything and write the results folder."""
+    from undercap.report.text import run_summary
+
+    out = Path(out_dir)
+    cache = Cache(cfg.cache_dir or out / "cache")
+    # Device and profile first: an unknown device or an infeasible limit fails
+    # before the (longer) efficiency estimate.
+    profile = _profile(cfg, cache, progress, log)
+    check_feasible(profile, [cfg.power_limit_w])
+    save_profile(out / "profile.json", profile)
+    setup = with_pretrained(
+        cfg.setup,
+        cfg.pretrain_source,
+        max_samples=cfg.pretrain_samples,
+        cache=cache,
+        progress=progress,
+        log=log,
+    )
+    eff = _efficiency(cfg, setup, cache, progress, log)
+    save_efficiency(out / "efficiency.json", eff)
+    training = {**training_of(eff), **_training(cfg, setup)}
+    selection = build_selection(profile, eff, cfg.power_limit_w, training=training)
+    save_selection(out / "selection.json", selection)
+    limit = "none" if cfg.power_limit_w is None else f"{cfg.power_limit_w:g} W"
+    log(
+        f"selected batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
+        f"(limit {limit}); training on {cfg.target.label}"
+    )
+    result = _train(cfg, setup, selection, out, progress)
+    save_train_result(out / "train.json", result)
+    text = run_summary(cfg, profile, eff, selection, result)
+    write_atomic(out / "summary.md", text)
+    return RunResult(profile, eff, selection, result, text)
+
+
+def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
+    """The selection's training block: what `train --from-selection` needs to repeat
+    this run (besides the data and model, which the user names again)."""
+    return {
+        "max_batch_size": max(setup.batch_sizes),
+        "base_lr": setup.lr,
+        "pretrained": setup.pretrained,
+        "max_samples": setup.max_samples,
+        "eval_every_samples": setup.eval_every_samples,
+        "eval_max_samples": setup.eval_max_samples,
+        "target_accuracy": cfg.target_accuracy,
+        "seed": cfg.seed,
+        "data": cfg.target.key(),
+        "model": cfg.model,
+    }
+
+
+def _profile(cfg: RunConfig, cache: Cache, progress: bool, log: Log) -> Profile:
+    from undercap.devices import open_device
+
+    with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
+        return reuse_or_profile(
+            device,
+            cfg.model,
+            cfg.target,
+            cfg.setup.batch_sizes,
+            given=cfg.profile,
+            cache=cache,
+            efficient_for_w=None if cfg.full_profile else cfg.power_limit_w,
+            progress=progress,
+            log=log,
+        )
+
+
+def _efficiency(
+    cfg: RunConfig, setup: TrainingSetup, cache: Cache, progress: bool, log: Log
+) -> Efficiency:
+    if cfg.efficiency:
+        eff = load_efficiency(cfg.efficiency)
+        if eff.model != cfg.model:
+            raise UndercapError(
+                f"efficiency {cfg.efficiency} is of {eff.model}, not {cfg.model}; "
+                "estimate it for this model"
+            )
+        log(f"reusing r(b) from {cfg.efficiency} ({eff.dataset})")
+        return eff
+    if cfg.proxy is None:
+        raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
+    acc = cfg.proxy_accuracy
+    if acc is None and cfg.proxy_fraction is None:
+        acc = cfg.target_accuracy
+    return estimate_efficiency(
+        setup,
+        cfg.proxy,
+        seeds=cfg.estimate_seeds,
+        target_accuracy=acc,
+        target_fraction=None if acc is not None else cfg.proxy_fraction,
+        cache=cache,
+        role="proxy",
+        progress=progress,
+        log=log,
+    )
+
+
+def _train(
+    cfg: RunConfig, setup: TrainingSetup, selection: Selection, out: Path, progress: bool
+) -> TrainResult:
+    from undercap.data.spec import load_splits
+    from undercap.devices import open_device
+    from undercap.train import train_on_device
+
+    data = load_splits(cfg.target, "cpu")
+    ckpt = out / "checkpoint"
+    resume = (ckpt / "checkpoint.pt").exists()  # a re-run continues (or returns) the run
+    with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
+        try:
+            return train_on_device(
+                device,
+                cfg.model,
+                data,
+                batch_size=selection.batch_size,
+                target_accuracy=cfg.target_accuracy,
+                freq_mhz=selection.freq_mhz,
+                power_limit_w=cfg.power_limit_w,
+                seed=cfg.seed,
+                checkpoint_dir=ckpt,
+                resume=resume,
+                progress=progress,
+                **setup.train_kwargs(),
+            )
+        except ArtifactError as e:
+            if not resume:
+                raise
+            raise UndercapError(
+                f"cannot continue the training checkpointed in {ckpt} ({e}); use a new -o "
+                f"folder or delete {ckpt}"
+            ) from e

@@ -1,0 +1,111 @@
+"""`undercap select`: Algorithm 1 on a profile and r(b), the reasons each other batch
+size is out, and both baselines at the safe frequency, as one Selection artifact.
+
+Pure arithmetic on two artifacts: no torch import, so it answers instantly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from undercap import select as sel
+from undercap.artifacts.efficiency import Efficiency
+from undercap.artifacts.profile import Profile
+from undercap.artifacts.selection import Selection
+from undercap.errors import InfeasibleError, UndercapError
+
+
+def training_of(eff: Efficiency) -> dict[str, Any]:
+    """How device training repeats the estimate: its largest batch and base LR (sqrt
+    scaling, paper Sec. 4.2) and the weights it started from."""
+    cfg = eff.extra.get("config") or {}
+    pairs = (
+        ("max_batch_size", cfg.get("b_max")),
+        ("base_lr", cfg.get("base_lr")),
+        ("pretrained", cfg.get("pretrained")),
+    )
+    return {k: v for k, v in pairs if v is not None}
+
+
+def build_selection(
+    profile: Profile,
+    eff: Efficiency,
+    power_limit_w: Optional[float],
+    *,
+    proxy: Optional[Efficiency] = None,
+    safe_freq_mhz: Optional[float] = None,
+    training: Optional[dict[str, Any]] = None,
+) -> Selection:
+    """Our choice, why batch sizes were left out, and both baselines (Baseline 2 picks
+    from `proxy`, default `eff`). Expected speed-ups use r(b) from `eff`."""
+    choice = sel.select_ours(profile, eff.relative, power_limit_w)
+    extra: dict[str, Any] = {
+        "headroom_w": None if power_limit_w is None else power_limit_w - choice.peak_power_w,
+        "dataset": eff.dataset,
+        "target_accuracy": eff.target_accuracy,
+        "excluded_batch_sizes": _excluded(profile, eff, power_limit_w),
+        "candidates": [c.to_dict() for c in sel.per_batch(profile, eff.relative, power_limit_w)],
+    }
+    safe, source, why_not = _safe_freq(profile, power_limit_w, safe_freq_mhz)
+    extra.update(safe_freq_mhz=safe, safe_freq_source=source)
+    rel_proxy = (proxy or eff).relative
+    extra["baseline1"] = _baseline(
+        lambda: sel.baseline1(profile, power_limit_w, safe, relative=eff.relative),
+        choice,
+        eff,
+        why_not,
+    )
+    extra["baseline2"] = _baseline(
+        lambda: sel.baseline2(profile, rel_proxy, power_limit_w, safe), choice, eff, why_not
+    )
+    fields = {k: v for k, v in choice.to_dict().items() if k != "power_limit_w"}
+    return Selection(
+        **fields,
+        power_limit_w=power_limit_w,
+        model=profile.model,
+        device=profile.device.get("name", "unknown device"),
+        simulated=profile.simulated,
+        training=dict(training or training_of(eff)),
+        extra=extra,
+    )
+
+
+def _excluded(profile: Any, eff: Any, power_limit_w: Optional[float]) -> list[dict[str, Any]]:
+    why = sel.excluded_batch_sizes(profile, eff.relative, power_limit_w)
+    for b in eff.excluded_batch_sizes:  # more specific than "no efficiency estimate"
+        if b in profile.batch_sizes:
+            why[b] = f"never reached {eff.target_accuracy:.0%} accuracy on {eff.dataset}"
+    return [{"batch_size": b, "reason": r} for b, r in sorted(why.items())]
+
+
+def _safe_freq(
+    profile: Any, power_limit_w: Optional[float], given: Optional[float]
+) -> tuple[Optional[float], str, Optional[str]]:
+    if given is not None:
+        return given, "given with --safe-freq-mhz", None
+    source = "derived from this profile alone (pass --safe-freq-mhz for a cap over all models)"
+    try:
+        return sel.safe_freq_mhz([profile], power_limit_w), source, None
+    except InfeasibleError as e:
+        return None, source, str(e)
+
+
+def _baseline(make: Any, choice: Any, eff: Any, why_not: Optional[str]) -> dict[str, Any]:
+    """A baseline's choice and our expected speed-up over it, or why it has none."""
+    if why_not is not None:
+        return {"available": False, "reason": why_not}
+    try:
+        base = make()
+    except UndercapError as e:
+        return {"available": False, "reason": str(e)}
+    out: dict[str, Any] = {"available": True, **base.to_dict()}
+    r = eff.relative.get(base.batch_size)
+    if r is None:
+        out["expected_speedup"] = None
+        out["speedup_note"] = (
+            f"batch size {base.batch_size} has no r(b) in the efficiency estimate "
+            "(it never reached the target there): no finite time-to-accuracy to compare"
+        )
+    else:
+        out["expected_speedup"] = base.time_per_sample_s * r / choice.score
+    return out

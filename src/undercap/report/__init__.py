@@ -1,0 +1,1 @@
+"""Every table, figure and progress bar users see."""

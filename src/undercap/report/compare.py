@@ -1,0 +1,384 @@
+"""Comparison tables and figures (paper Tables 2-4, time and energy bars).
+
+Pure functions over `undercap.artifacts.comparison.Comparison` records: a Markdown report, a
+per-run CSV (one row per method x limit x seed) and a summary CSV (one row per
+method x limit), both loadable straight into pandas (empty cell = missing), and two
+bar charts. Everything produced from a simulated device says "simulated" (Markdown
+title, a `simulated` CSV column, figure titles). Files are written atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from undercap.artifacts import write_atomic
+from undercap.artifacts.comparison import (
+    METHOD_LABELS,
+    Comparison,
+    RunRecord,
+    SummaryRow,
+    limit_label,
+    limit_sort_key,
+    summarize,
+    summary_for,
+)
+
+RUN_COLUMNS = (
+    "device",
+    "simulated",
+    "model",
+    "proxy",
+    "target",
+    "target_accuracy",
+    "method",
+    "power_limit",
+    "power_limit_w",
+    "seed",
+    "batch_size",
+    "freq_mhz",
+    "reached",
+    "time_to_accuracy_s",
+    "energy_j",
+    "peak_power_w",
+    "mean_power_w",
+    "samples_to_target",
+    "samples_trained",
+    "final_accuracy",
+    "guard_events",
+    "final_freq_mhz",
+    "train_s",
+    "shared_from",
+)
+SUMMARY_COLUMNS = (
+    "device",
+    "simulated",
+    "model",
+    "proxy",
+    "target",
+    "target_accuracy",
+    "method",
+    "power_limit",
+    "power_limit_w",
+    "batch_size",
+    "freq_mhz",
+    "n_runs",
+    "n_reached",
+    "time_mean_s",
+    "time_std_s",
+    "energy_mean_j",
+    "energy_std_j",
+    "peak_power_max_w",
+    "guard_events",
+    "speedup_vs_baseline1",
+    "speedup_vs_baseline2",
+    "gap_to_oracle_pct",
+)
+
+
+def _label(method: str) -> str:
+    return METHOD_LABELS.get(method, method)
+
+
+def _limits(c: Comparison) -> list[Optional[float]]:
+    return sorted(c.power_limits_w, key=limit_sort_key)
+
+
+# --- formatting -------------------------------------------------------------------------
+def fmt_seconds(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def fmt_mean_std(mean: Optional[float], std: Optional[float]) -> str:
+    if mean is None:
+        return "not reached"
+    return fmt_seconds(mean) if std is None else f"{fmt_seconds(mean)} ± {fmt_seconds(std)}"
+
+
+def fmt_speedup(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def fmt_gap(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+def _time_cell(row: Optional[SummaryRow]) -> str:
+    if row is None or row.n_runs == 0:
+        return "-"
+    cell = fmt_mean_std(row.time_mean_s, row.time_std_s)
+    if 0 < row.n_reached < row.n_runs:
+        cell += f" ({row.n_reached}/{row.n_runs} reached)"
+    return cell
+
+
+def _energy_cell(row: Optional[SummaryRow]) -> str:
+    if row is None or row.n_runs == 0:
+        return "-"
+    return fmt_mean_std(row.energy_mean_j, row.energy_std_j)
+
+
+def _config_cell(c: Comparison, method: str, limit: Optional[float]) -> str:
+    ch = c.choice(method, limit)
+    return "-" if ch is None else f"{ch.batch_size} @ {ch.freq_mhz:g} MHz"
+
+
+# --- Markdown ------------------------------------------------------------------------
+def title(c: Comparison) -> str:
+    sim = " (simulated device)" if c.simulated else ""
+    return f"Time to accuracy: {c.model} on {c.device}{sim}"
+
+
+def markdown_report(c: Comparison) -> str:
+    """The comparison as Markdown: time-to-accuracy table with speed-ups and gap,
+    chosen configurations, energy table, and notes on shared or unfinished runs."""
+    rows = summarize(c)
+    methods = c.methods
+    limits = _limits(c)
+    n_seeds = len(c.seeds)
+    lines = [
+        f"## {title(c)}",
+        "",
+        f"Proxy `{c.proxy}` -> target `{c.target}`, target accuracy {c.target_accuracy:.3f}; "
+        f"mean ± std over {n_seeds} seed{'s' if n_seeds != 1 else ''} of device training "
+        "time to the target (s)"
+        + (", measured on the simulated device's virtual clock." if c.simulated else "."),
+        "",
+        _table(
+            ["Power limit", *[_label(m) for m in methods]]
+            + ["Speed-up vs B1", "Speed-up vs B2", "Gap ours to oracle"],
+            [
+                [limit_label(lim)]
+                + [_time_cell(summary_for(rows, m, lim)) for m in methods]
+                + _ours_columns(rows, lim)
+                for lim in limits
+            ],
+        ),
+        "",
+        "Chosen configuration (batch size @ GPU frequency); the baselines run at the safe "
+        "frequency, the highest at which no supported model exceeds the limit:",
+        "",
+        _table(
+            ["Power limit", "Safe frequency", *[_label(m) for m in methods]],
+            [
+                [limit_label(lim), _safe_cell(c, lim)] + [_config_cell(c, m, lim) for m in methods]
+                for lim in limits
+            ],
+        ),
+        "",
+        "Energy to the target (J), mean ± std:",
+        "",
+        _table(
+            ["Power limit", *[_label(m) for m in methods]],
+            [
+                [limit_label(lim)] + [_energy_cell(summary_for(rows, m, lim)) for m in methods]
+                for lim in limits
+            ],
+        ),
+    ]
+    notes = _notes(c, rows)
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines) + "\n"
+
+
+def _ours_columns(rows: Sequence[SummaryRow], limit: Optional[float]) -> list[str]:
+    ours = summary_for(rows, "ours", limit)
+    if ours is None:
+        return ["-", "-", "-"]
+    return [
+        fmt_speedup(ours.speedup_vs_baseline1),
+        fmt_speedup(ours.speedup_vs_baseline2),
+        fmt_gap(ours.gap_to_oracle_pct),
+    ]
+
+
+def _safe_cell(c: Comparison, limit: Optional[float]) -> str:
+    for m in ("baseline1", "baseline2"):
+        ch = c.choice(m, limit)
+        if ch is not None and ch.safe_freq_mhz is not None:
+            return f"{ch.safe_freq_mhz:g} MHz"
+    return "-"
+
+
+def _notes(c: Comparison, rows: Sequence[SummaryRow]) -> list[str]:
+    notes = []
+    shared = [r for r in c.runs if r.shared_from]
+    if shared:
+        notes.append(
+            f"- {len(shared)} of {len(c.runs)} runs reuse an identical run "
+            "(same batch size, frequency and seed chosen by another method or limit)."
+        )
+    unfinished = [r for r in rows if r.n_reached < r.n_runs]
+    for r in unfinished:
+        notes.append(
+            f"- {_label(r.method)} at {limit_label(r.power_limit_w)}: {r.n_runs - r.n_reached} "
+            f"of {r.n_runs} seeds did not reach the target within the sample budget "
+            "(left out of the mean)."
+        )
+    guarded = [r for r in rows if r.guard_events]
+    for r in guarded:
+        notes.append(
+            f"- {_label(r.method)} at {limit_label(r.power_limit_w)}: the power guard stepped "
+            f"the frequency down {r.guard_events} time(s)."
+        )
+    return notes
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(out)
+
+
+# --- CSV -----------------------------------------------------------------------------
+def _csv_value(x: Any) -> Any:
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return int(x)
+    return x
+
+
+def _scenario_fields(c: Comparison) -> dict[str, Any]:
+    return {
+        "device": c.device,
+        "simulated": c.simulated,
+        "model": c.model,
+        "proxy": c.proxy,
+        "target": c.target,
+        "target_accuracy": c.target_accuracy,
+    }
+
+
+def _csv_text(columns: Sequence[str], records: Sequence[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for rec in records:
+        writer.writerow({k: _csv_value(rec.get(k)) for k in columns})
+    return buf.getvalue()
+
+
+def runs_csv(c: Comparison) -> str:
+    """One row per method x limit x seed."""
+    base = _scenario_fields(c)
+    ordered = sorted(
+        c.runs, key=lambda r: (limit_sort_key(r.power_limit_w), _method_index(c, r), r.seed)
+    )
+    return _csv_text(
+        RUN_COLUMNS,
+        [{**base, **r.to_dict(), "power_limit": limit_label(r.power_limit_w)} for r in ordered],
+    )
+
+
+def _method_index(c: Comparison, r: RunRecord) -> int:
+    return c.methods.index(r.method)
+
+
+def summary_csv(c: Comparison) -> str:
+    """One row per method x limit: mean/std time and energy, speed-ups, gap."""
+    base = _scenario_fields(c)
+    return _csv_text(
+        SUMMARY_COLUMNS,
+        [
+            {**base, **s.to_dict(), "power_limit": limit_label(s.power_limit_w)}
+            for s in summarize(c)
+        ],
+    )
+
+
+# --- figures -------------------------------------------------------------------------
+def plot_bars(c: Comparison, path: Union[str, Path], *, quantity: str = "time") -> Path:
+    """Grouped bars per power limit, one bar per method, error bars = std over seeds.
+    quantity: "time" (time to accuracy, s) or "energy" (energy to accuracy, J)."""
+    from matplotlib.figure import Figure
+
+    from undercap.report.figures import save_figure
+
+    if quantity not in ("time", "energy"):
+        raise ValueError(f"quantity must be 'time' or 'energy', not {quantity!r}")
+    rows = summarize(c)
+    limits, methods = _limits(c), c.methods
+    width = 0.8 / max(len(methods), 1)
+    fig = Figure(figsize=(1.6 + 1.6 * len(limits), 3.6))
+    ax = fig.subplots()
+    for j, m in enumerate(methods):
+        xs, ys, errs = [], [], []
+        for i, lim in enumerate(limits):
+            s = summary_for(rows, m, lim)
+            mean, std = _bar_values(s, quantity)
+            if mean is None:
+                continue
+            xs.append(i - 0.4 + width * (j + 0.5))
+            ys.append(mean)
+            errs.append(std)
+        # Error bars only where there is a spread (two or more seeds reached).
+        yerr = [e or 0.0 for e in errs] if any(e is not None for e in errs) else None
+        ax.bar(xs, ys, width, yerr=yerr, capsize=3, label=_label(m), color=f"C{j}")
+    ax.set_xticks(range(len(limits)))
+    ax.set_xticklabels([f"limit {limit_label(lim)}" for lim in limits])
+    ylabel = "time to accuracy (s)" if quantity == "time" else "energy to accuracy (J)"
+    ax.set_ylabel(ylabel + (" [simulated]" if c.simulated else ""))
+    what = "Time" if quantity == "time" else "Energy"
+    sim = " (simulated device)" if c.simulated else ""
+    ax.set_title(f"{what} to accuracy: {c.model} on {c.device}{sim}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return save_figure(fig, path)
+
+
+def _bar_values(s: Optional[SummaryRow], quantity: str) -> tuple[Optional[float], Optional[float]]:
+    if s is None:
+        return None, None
+    if quantity == "time":
+        return s.time_mean_s, s.time_std_s
+    return s.energy_mean_j, s.energy_std_j
+
+
+def plot_profile_choices(c: Comparison, profile: Any, out_dir: Union[str, Path]) -> dict[str, Path]:
+    """The profile (paper Figure 1) once per finite limit, with ours starred and
+    Baseline 1 at the comparison's safe frequency marked: profile_<limit>W.png."""
+    from undercap.report.figures import plot_profile
+
+    out: dict[str, Path] = {}
+    for lim in _limits(c):
+        ours, b1 = c.choice("ours", lim), c.choice("baseline1", lim)
+        if lim is None or ours is None:
+            continue
+        path = Path(out_dir) / f"profile_{lim:g}W.png"
+        out[f"profile_{lim:g}W"] = plot_profile(
+            profile,
+            path,
+            power_limit_w=lim,
+            choice=ours,
+            baseline=b1,
+        )
+    return out
+
+
+def write_comparison_report(
+    c: Comparison, out_dir: Union[str, Path], profile: Any = None
+) -> dict[str, Path]:
+    """Write comparison.md, runs.csv, summary.csv, the time and energy bars and,
+    given the scenario's profile, one marked profile plot per limit into `out_dir`."""
+    out = Path(out_dir)
+    paths = {
+        "markdown": write_atomic(out / "comparison.md", markdown_report(c)),
+        "runs_csv": write_atomic(out / "runs.csv", runs_csv(c)),
+        "summary_csv": write_atomic(out / "summary.csv", summary_csv(c)),
+        "time_figure": plot_bars(c, out / "time_to_accuracy.png", quantity="time"),
+        "energy_figure": plot_bars(c, out / "energy.png", quantity="energy"),
+    }
+    if profile is not None:
+        paths.update(plot_profile_choices(c, profile, out))
+    return paths

@@ -1,0 +1,194 @@
+"""Text summaries the commands print: profile, estimate, selection, training.
+
+Pure formatting of artifacts (no torch): a command calls the library, then prints
+one of these.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from undercap.artifacts.efficiency import Efficiency
+from undercap.artifacts.profile import Profile
+from undercap.artifacts.train_result import TrainResult
+
+
+def _limit(power_limit_w: Optional[float]) -> str:
+    return "none" if power_limit_w is None else f"{power_limit_w:g} W"
+
+
+def profile_summary(profile: Profile) -> str:
+    """What was profiled and what profiling cost."""
+    sim = " (simulated device)" if profile.simulated else ""
+    cost = profile.cost
+    lines = [
+        f"profiled {profile.model} on {profile.device['name']}{sim}: "
+        f"{len(profile.rows)} configurations, {len(profile.batch_sizes)} batch sizes "
+        f"x {len(profile.freqs_mhz)} frequencies ({profile.mode} sweep)"
+    ]
+    if profile.unfit_batch_sizes:
+        lines.append(f"  did not fit in memory: batch sizes {list(profile.unfit_batch_sizes)}")
+    lines.append(
+        f"  profiling cost: {cost['device_time_s']:.1f} s device time, "
+        f"{cost['energy_j']:.1f} J, {cost['wall_s']:.1f} s wall"
+    )
+    return "\n".join(lines)
+
+
+def estimate_summary(eff: Efficiency) -> str:
+    """The estimate as a table of N(b) and r(b) with seed spread, notes and cost."""
+    lines = []
+    t = eff.extra.get("target", {})
+    how = (
+        f"{t['fraction']:.2f} x {t['reference_accuracy']:.4f} (best of b={t['reference_batch_size']})"
+        if t.get("mode") == "fraction"
+        else "absolute"
+    )
+    kind = "character " if t.get("accuracy_kind") == "character" else ""
+    lines.append(
+        f"{eff.model} on {eff.dataset}: target {kind}accuracy {eff.target_accuracy:.4f} [{how}]"
+    )
+    lines.append(
+        f"  {'b':>6} {'reached':>8} {'N(b) mean':>10} {'N std':>8} {'r(b)':>6} {'r min..max':>12}"
+    )
+    means, stds = eff.extra["samples_to_target_mean"], eff.extra["samples_to_target_std"]
+    spread, reached = eff.extra["relative_spread"], eff.extra["reached"]
+    for b in eff.batch_sizes:
+        k, n = reached[str(b)]
+        if b in eff.relative:
+            s = spread[str(b)]
+            lines.append(
+                f"  {b:>6} {f'{k}/{n}':>8} {means[str(b)]:>10.0f} {stds[str(b)]:>8.0f} "
+                f"{eff.relative[b]:>6.2f} {s['min']:>5.2f}..{s['max']:<5.2f}"
+            )
+        else:
+            lines.append(f"  {b:>6} {f'{k}/{n}':>8} {'-':>10} {'-':>8} {'excl.':>6}")
+    for note in eff.extra.get("notes", []):
+        lines.append(f"  note: {note}")
+    c = eff.extra["cost"]
+    lines.append(
+        f"  cost: {c['runs']} runs, {c['samples_trained']} samples trained, "
+        f"{c['wall_s']:.1f} s of run time ({c.get('reused_runs', 0)} runs reused), "
+        f"{c.get('elapsed_s', 0.0):.1f} s elapsed"
+    )
+    return "\n".join(lines)
+
+
+def _ms(t_s: float) -> str:
+    return f"{t_s * 1e3:.4g} ms"
+
+
+def selection_summary(res: dict[str, Any]) -> str:
+    """`undercap select` without --json: the choice, exclusions and baselines."""
+    sim = " (simulated device)" if res["simulated"] else ""
+    lines = [
+        f"{res['model']} on {res['device']}{sim}, power limit {_limit(res['power_limit_w'])}",
+        f"  choice: batch size {res['batch_size']} at {res['freq_mhz']:g} MHz (Algorithm 1)",
+        f"    time per sample {_ms(res['time_per_sample_s'])}; samples to target "
+        f"{res['relative_samples']:.3g}x those of the largest batch "
+        f"(score t*r {_ms(res['score'])})",
+        f"    peak power {res['peak_power_w']:.2f} W of {_limit(res['power_limit_w'])}"
+        + ("" if res["headroom_w"] is None else f" ({res['headroom_w']:.2f} W headroom)"),
+    ]
+    if res["excluded_batch_sizes"]:
+        lines.append("  excluded batch sizes:")
+        lines += [f"    {x['batch_size']}: {x['reason']}" for x in res["excluded_batch_sizes"]]
+    safe = res["safe_freq_mhz"]
+    if safe is None:
+        lines.append("  baselines: no safe frequency under this limit")
+    else:
+        lines.append(f"  baselines at the safe frequency {safe:g} MHz, {res['safe_freq_source']}")
+    lines += _baseline_lines("baseline 1 (largest batch size)", res["baseline1"])
+    lines += _baseline_lines(
+        "baseline 2 (fastest on the proxy at that frequency)", res["baseline2"]
+    )
+    if res["simulated"]:
+        lines.append("  note: the profile was measured on a simulated device")
+    return "\n".join(lines)
+
+
+def _baseline_lines(title: str, b: dict[str, Any]) -> list[str]:
+    head = f"  {title}:"
+    if not b["available"]:
+        return [head, f"    unavailable: {b['reason']}"]
+    lines = [
+        head,
+        f"    batch size {b['batch_size']} at {b['freq_mhz']:g} MHz, time per sample "
+        f"{_ms(b['time_per_sample_s'])}, peak {b['peak_power_w']:.2f} W",
+    ]
+    if b["expected_speedup"] is None:
+        lines.append(f"    {b['speedup_note']}")
+    else:
+        lines.append(
+            f"    expected speed-up of the choice over it: {b['expected_speedup']:.2f}x "
+            "(ratio of t*r)"
+        )
+    return lines
+
+
+def train_summary(r: TrainResult) -> list[str]:
+    """A short human summary of a training result, one line each."""
+    clock = "virtual clock, SIMULATED device" if r.simulated else "wall clock"
+    tta = (
+        f"{r.time_to_accuracy_s:.2f} s"
+        if r.time_to_accuracy_s is not None
+        else f"not reached in {r.samples_trained} samples ({r.train_time_s:.2f} s)"
+    )
+    lim = "" if r.power_limit_w is None else f" (limit {r.power_limit_w:g} W)"
+    freq = "unchanged" if r.freq_mhz_start is None else f"{r.freq_mhz_start:g} MHz"
+    if r.freq_mhz_final is not None and r.freq_mhz_final != r.freq_mhz_start:
+        freq += f" -> {r.freq_mhz_final:g} MHz"
+    lines = [
+        f"{r.model} on {r.dataset}, batch {r.batch_size}, "
+        f"{r.device.get('name', '?')} at {freq}" + (" [simulated]" if r.simulated else ""),
+        f"time to {r.target_accuracy:.1%}: {tta} ({clock})",
+        f"samples: {r.samples_to_target if r.reached else 'target not reached'}"
+        f" to target, {r.samples_trained} trained, {r.steps} steps; "
+        f"final accuracy {r.final_accuracy:.2%}",
+        f"energy {r.energy_j:.1f} J; power peak {r.peak_power_w:.2f} W, "
+        f"mean {r.mean_power_w:.2f} W{lim}",
+        f"evaluation: {r.eval_wall_s:.1f} s host time (not charged to training)",
+    ]
+    for e in r.guard_events:
+        lines.append(
+            f"power guard at {e['t_s']:.2f} s: {e['action']} "
+            f"{e['from_mhz']} -> {e['to_mhz']} MHz (mean {e['window_mean_w']:.2f} W)"
+        )
+    if r.resumed_from is not None:
+        lines.append(f"resumed from a checkpoint at {r.resumed_from} samples")
+    lines += [f"warning: {w}" for w in r.warnings]
+    return lines
+
+
+def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, result: Any) -> str:
+    """summary.md of `undercap run` (cfg: recipes.run.RunConfig)."""
+    sim = " (simulated device)" if profile.simulated else ""
+    clock = "virtual clock of the simulated device" if profile.simulated else "wall clock"
+    tta = (
+        f"{result.time_to_accuracy_s:.2f} s"
+        if result.reached
+        else f"not reached within {result.samples_trained} samples"
+    )
+    excluded = {x["batch_size"]: x["reason"] for x in selection.extra["excluded_batch_sizes"]}
+    r = selection.relative_samples
+    lines = [
+        f"# undercap run: {cfg.model} on {cfg.device}{sim}",
+        "",
+        f"- power limit: {_limit(cfg.power_limit_w)}",
+        f"- r(b) from: {cfg.efficiency or cfg.proxy.label} (target accuracy "
+        f"{eff.target_accuracy:.3f}); excluded batch sizes: {excluded or 'none'}",
+        f"- profile: {len(profile.rows)} configurations ({profile.mode} sweep)",
+        f"- selected: batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
+        f"(profiled {selection.time_per_sample_s * 1e6:.1f} us/sample, peak "
+        f"{selection.peak_power_w:.2f} W, r(b) = {r:.3f})",
+        f"- trained on: {cfg.target.label}, seed {cfg.seed}, target accuracy "
+        f"{cfg.target_accuracy:.3f}",
+        f"- time to accuracy: {tta} ({clock}); "
+        f"{result.samples_to_target or result.samples_trained} samples; "
+        f"final accuracy {result.final_accuracy:.3f}",
+        f"- energy {result.energy_j:.1f} J; power peak {result.peak_power_w:.2f} W, mean "
+        f"{result.mean_power_w:.2f} W; power-guard events: {len(result.guard_events)}",
+    ]
+    lines += [f"- warning: {w}" for w in result.warnings]
+    lines += ["", "Files: profile.json, efficiency.json, selection.json, train.json, summary.md"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+"""Training checkpoints: saved atomically, loaded safely, refused when they do not match.
+
+A checkpoint holds everything a killed `undercap train` needs to continue as if it
+had not stopped: the training loop's state (model, optimizer, data order, RNG,
+progress; loop.Trainer.state_dict) plus the device-side accounting (training time on
+the device clock, energy, power peaks, the frequency the guard left, its events).
+Nothing is lost but the work since the last checkpoint.
+
+Writes go to a temp file in the same folder, fsync'd, then os.replace'd over the old
+checkpoint: a SIGKILL mid-write leaves the previous checkpoint intact (rename is
+atomic on POSIX). Loading uses torch.load(weights_only=True): the file holds only
+tensors and plain containers, so no pickled code is ever executed from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from undercap.artifacts.io import atomic_path
+from undercap.errors import ArtifactError, UndercapError
+
+CHECKPOINT_NAME = "checkpoint.pt"
+CHECKPOINT_SCHEMA = "undercap.train-checkpoint/1"
+
+
+def checkpoint_path(checkpoint_dir: Union[str, Path]) -> Path:
+    return Path(checkpoint_dir) / CHECKPOINT_NAME
+
+
+def save_checkpoint(checkpoint_dir: Union[str, Path], state: Mapping[str, Any]) -> Path:
+    """Atomically write `state` (tensors and plain containers) as the checkpoint."""
+    path = checkpoint_path(checkpoint_dir)
+    with atomic_path(path) as tmp:
+        torch.save({"schema": CHECKPOINT_SCHEMA, **state}, tmp)
+    return path
+
+
+def load_checkpoint(checkpoint_dir: Union[str, Path]) -> Optional[dict[str, Any]]:
+    """The saved checkpoint, or None when the folder has none."""
+    path = checkpoint_path(checkpoint_dir)
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated or foreign file: say which and what to do
+        raise ArtifactError(
+            f"cannot read checkpoint {path} ({type(e).__name__}); delete it to start over"
+        ) from e
+    if not isinstance(state, dict) or state.get("schema") != CHECKPOINT_SCHEMA:
+        raise ArtifactError(f"{path} is not an undercap training checkpoint")
+    return state
+
+
+def check_same_config(saved: Mapping[str, Any], current: Mapping[str, Any], where: Path) -> None:
+    """Refuse to resume a checkpoint written for a different run: continuing with
+    another batch size, seed, dataset or limit would silently mix two runs."""
+    keys = sorted(set(saved) | set(current))
+    diff = [k for k in keys if saved.get(k) != current.get(k)]
+    if diff:
+        shown = ", ".join(f"{k} {saved.get(k)!r} -> {current.get(k)!r}" for k in diff[:4])
+        more = f" (+{len(diff) - 4} more)" if len(diff) > 4 else ""
+        raise ArtifactError(
+            f"checkpoint {where} was written for a different run ({shown}{more}); "
+            "resume with the same settings or use another --checkpoint-dir"
+        )
+
+
+def checkpoint_to_resume(
+    checkpoint_dir: Optional[Union[str, Path]], resume: bool, config: dict[str, Any]
+) -> Optional[dict[str, Any]]:
+    """The checkpoint a run continues from: None for a fresh run. Refuses to resume
+    nothing, to overwrite a resumable run without --resume, and to mix configs."""
+    if checkpoint_dir is None:
+        if resume:
+            raise UndercapError("--resume needs --checkpoint-dir (where the checkpoint is)")
+        return None
+    saved = load_checkpoint(checkpoint_dir)
+    where = checkpoint_path(checkpoint_dir)
+    if resume and saved is None:
+        raise ArtifactError(f"no checkpoint at {where} to resume; run without --resume")
+    if not resume and saved is not None:
+        raise ArtifactError(
+            f"{where} already holds a checkpoint; pass --resume to continue that run "
+            "or use another --checkpoint-dir"
+        )
+    if saved is not None:
+        check_same_config(saved["config"], config, where)
+    return saved

@@ -1,0 +1,269 @@
+"""The training loop shared by efficiency estimation (server) and device training.
+
+Both train the same pre-trained model with batch size b and a learning rate scaled
+from the largest batch by sqrt(b / b_max) (paper Section 4.2, following Krizhevsky
+2014 / Hoffer et al. 2017), evaluate on the test split every `eval_every_samples`
+training samples, and stop at the target accuracy or the sample budget.
+
+The loop is resumable: `state_dict()` captures model, optimizer, data order, RNG and
+progress, so device training can checkpoint and a killed run continues exactly.
+Hooks let the caller charge each step to a device (virtual clock, power guard).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from undercap.data.base import Splits
+from undercap.errors import UndercapError
+
+
+def resolve_torch_device(name: str) -> str:
+    """'auto' -> 'cuda' when torch has a usable GPU, else 'cpu'; 'cuda' must exist."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UndercapError(
+            f"--torch-device {name}: torch sees no CUDA GPU; use --torch-device cpu or auto"
+        )
+    if name != "cpu" and not name.startswith("cuda"):
+        raise UndercapError(f"--torch-device {name!r}: use auto, cpu or cuda[:N]")
+    return name
+
+
+def scaled_lr(base_lr: float, batch_size: int, max_batch_size: int) -> float:
+    """Square-root learning-rate scaling from the largest batch (paper Sec. 4.2)."""
+    return base_lr * math.sqrt(batch_size / max_batch_size)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    batch_size: int
+    lr: float
+    optimizer: str = "adam"  # "adam" for CNNs, "adamw" for the transformer (paper Sec. 5)
+    weight_decay: float = 0.0
+    target_accuracy: Optional[float] = None  # None: train for the whole budget
+    max_samples: int = 100_000
+    eval_every_samples: int = 2_000
+    # Evaluate on the first N test samples only; the test split must then be in random
+    # order (pretrain.load_splits shuffles it: some files are stored class by class).
+    eval_max_samples: Optional[int] = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    samples: int
+    accuracy: float
+    loss: float
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    reached: bool
+    samples_to_target: Optional[int]  # samples trained when the target was first met
+    samples_trained: int
+    steps: int
+    final_accuracy: float
+    curve: tuple[EvalPoint, ...]
+    train_wall_s: float  # host seconds spent in training steps
+    eval_wall_s: float  # host seconds spent evaluating (not charged to training)
+
+
+def make_optimizer(model: nn.Module, cfg: LoopConfig) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9)
+    raise ValueError(f"unknown optimizer {cfg.optimizer!r}")
+
+
+def loss_and_correct(
+    logits: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Cross-entropy, number correct, number of predictions. Sequence outputs
+    (B, T, V) are scored per character, as the paper's character accuracy."""
+    if logits.dim() == 3:
+        logits = logits.reshape(-1, logits.shape[-1])
+        y = y.reshape(-1)
+    loss = F.cross_entropy(logits, y)
+    correct = (logits.argmax(dim=-1) == y).sum()
+    return loss, correct, int(y.numel())
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    batch_size: int = 512,
+    device: Union[torch.device, str] = "cpu",
+) -> tuple[float, float]:
+    """Accuracy and mean loss over (x, y)."""
+    was_training = model.training
+    model.eval()
+    total_loss, total_correct, total_n = 0.0, 0, 0
+    for i in range(0, x.shape[0], batch_size):
+        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+        loss, correct, n = loss_and_correct(model(xb), yb)
+        total_loss += float(loss) * n
+        total_correct += int(correct)
+        total_n += n
+    model.train(was_training)
+    return total_correct / max(total_n, 1), total_loss / max(total_n, 1)
+
+
+@dataclass
+class Trainer:
+    """One training run to a target accuracy. Call `run()`; it may be resumed from
+    `state_dict()` with `load_state_dict()` before `run()`."""
+
+    model: nn.Module
+    data: Splits
+    cfg: LoopConfig
+    torch_device: Union[torch.device, str] = "cpu"
+    #: called after every optimizer step with (trainer, step_batch_size); may raise to stop
+    on_step: Optional[Callable[[Trainer, int], None]] = None
+    #: called after every evaluation with (trainer, point)
+    on_eval: Optional[Callable[[Trainer, EvalPoint], None]] = None
+    samples: int = 0
+    steps: int = 0
+    curve: list[EvalPoint] = field(default_factory=list)
+    samples_to_target: Optional[int] = None
+    train_wall_s: float = 0.0
+    eval_wall_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.model.to(self.torch_device)
+        self.optimizer = make_optimizer(self.model, self.cfg)
+        self._gen = torch.Generator().manual_seed(self.cfg.seed)
+        self._perm = torch.randperm(self.data.n_train, generator=self._gen)
+        self._pos = 0
+        torch.manual_seed(self.cfg.seed)  # dropout etc.
+        x_eval, y_eval = self.data.x_test, self.data.y_test
+        if self.cfg.eval_max_samples is not None:
+            x_eval, y_eval = (
+                x_eval[: self.cfg.eval_max_samples],
+                y_eval[: self.cfg.eval_max_samples],
+            )
+        self._x_eval, self._y_eval = x_eval, y_eval
+
+    # --- data order ---------------------------------------------------------------
+    def _next_indices(self) -> torch.Tensor:
+        """The next batch of a seeded reshuffle-every-epoch order. Always a full
+        batch: an epoch's tail is topped up from the next permutation, so every
+        step trains on exactly `batch_size` samples."""
+        b = self.cfg.batch_size
+        parts, need = [], b
+        while need > 0:
+            if self._pos >= self.data.n_train:
+                self._perm = torch.randperm(self.data.n_train, generator=self._gen)
+                self._pos = 0
+            take = self._perm[self._pos : self._pos + need]
+            self._pos += int(take.numel())
+            need -= int(take.numel())
+            parts.append(take)
+        return torch.cat(parts)
+
+    # --- one step / one evaluation -----------------------------------------------------
+    def step(self) -> None:
+        idx = self._next_indices()
+        x = self.data.x_train[idx].to(self.torch_device, non_blocking=True)
+        y = self.data.y_train[idx].to(self.torch_device, non_blocking=True)
+        t0 = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, _, _ = loss_and_correct(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        self.train_wall_s += time.perf_counter() - t0
+        self.samples += int(idx.numel())
+        self.steps += 1
+        if self.on_step is not None:
+            self.on_step(self, int(idx.numel()))
+
+    def evaluate(self) -> EvalPoint:
+        t0 = time.perf_counter()
+        acc, loss = evaluate(self.model, self._x_eval, self._y_eval, device=self.torch_device)
+        self.eval_wall_s += time.perf_counter() - t0
+        point = EvalPoint(samples=self.samples, accuracy=acc, loss=loss)
+        self.curve.append(point)
+        target = self.cfg.target_accuracy
+        if self.samples_to_target is None and target is not None and acc >= target:
+            self.samples_to_target = self.samples
+        if self.on_eval is not None:
+            self.on_eval(self, point)
+        return point
+
+    @property
+    def done(self) -> bool:
+        return self.samples_to_target is not None or self.samples >= self.cfg.max_samples
+
+    def run(self) -> LoopResult:
+        """Train until the target or the budget. Evaluates at every multiple of
+        `eval_every_samples` crossed, so N(b) is resolved to that interval."""
+        every = self.cfg.eval_every_samples
+        while not self.done:
+            before = self.samples // every
+            self.step()
+            if self.samples // every > before or self.samples >= self.cfg.max_samples:
+                self.evaluate()
+        return self.result()
+
+    def result(self) -> LoopResult:
+        return LoopResult(
+            reached=self.samples_to_target is not None,
+            samples_to_target=self.samples_to_target,
+            samples_trained=self.samples,
+            steps=self.steps,
+            final_accuracy=self.curve[-1].accuracy if self.curve else float("nan"),
+            curve=tuple(self.curve),
+            train_wall_s=self.train_wall_s,
+            eval_wall_s=self.eval_wall_s,
+        )
+
+    # --- checkpointing -------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "gen": self._gen.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            # dropout on a GPU draws from CUDA's generators, not the CPU one
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "perm": self._perm,
+            "pos": self._pos,
+            "samples": self.samples,
+            "steps": self.steps,
+            "curve": [(p.samples, p.accuracy, p.loss) for p in self.curve],
+            "samples_to_target": self.samples_to_target,
+            "train_wall_s": self.train_wall_s,
+            "eval_wall_s": self.eval_wall_s,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self._gen.set_state(state["gen"])
+        torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self._perm = state["perm"]
+        self._pos = int(state["pos"])
+        self.samples = int(state["samples"])
+        self.steps = int(state["steps"])
+        self.curve = [EvalPoint(int(s), float(a), float(loss)) for s, a, loss in state["curve"]]
+        self.samples_to_target = state["samples_to_target"]
+        self.train_wall_s = float(state["train_wall_s"])
+        self.eval_wall_s = float(state["eval_wall_s"])

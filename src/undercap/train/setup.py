@@ -1,0 +1,262 @@
+"""Set-up and result assembly for device training (train.py runs the loop).
+
+The model, optimizer and learning rate are set up exactly as the efficiency estimate
+does (models.weights.initial_model, the registry's optimizer, loop.scaled_lr: sqrt scaling from
+the largest batch, paper Sec. 4.2), so N(b) measured on the proxy and the device run
+are the same procedure. `config` is the run's identity: a checkpoint written under a
+different one is refused on resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from undercap import defaults
+from undercap.artifacts.train_result import TrainResult
+from undercap.artifacts.workload import Workload
+from undercap.data.base import Splits
+from undercap.devices.base import Device
+from undercap.errors import UndercapError
+from undercap.train.guard import READ_ONLY, PowerGuard
+from undercap.train.loop import LoopConfig, LoopResult, Trainer, scaled_lr
+
+
+def _data_fingerprint(data: Splits) -> str:
+    """Cheap identity of the splits: labels in order plus the first inputs."""
+    h = hashlib.sha256()
+    for t in (data.y_train, data.y_test, data.x_train[:64], data.x_test[:64]):
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """What to train and how: everything but the device, the data and checkpointing."""
+
+    model: str
+    batch_size: int
+    target_accuracy: float
+    freq_mhz: Optional[float] = None  # None: leave the clocks as they are
+    power_limit_w: Optional[float] = None  # the guard's limit; None: no limit
+    max_samples: int = defaults.TRAIN_MAX_SAMPLES
+    eval_every_samples: int = defaults.TRAIN_EVAL_EVERY_SAMPLES
+    eval_max_samples: Optional[int] = None
+    base_lr: Optional[float] = None  # at max_batch_size; None: the model's
+    max_batch_size: Optional[int] = None  # the sqrt LR scaling's b_max; None: batch_size
+    weight_decay: Optional[float] = None  # None: the model's
+    pretrained: Optional[Union[str, Path]] = None
+    seed: int = 0
+    guard_window_s: float = defaults.GUARD_WINDOW_S
+    torch_device: str = "auto"
+
+    @property
+    def b_max(self) -> int:
+        return self.max_batch_size or self.batch_size
+
+    def validate(self) -> None:
+        if self.batch_size <= 0 or self.max_samples <= 0 or self.eval_every_samples <= 0:
+            raise UndercapError(
+                "batch size, sample budget and evaluation interval must be positive"
+            )
+        if self.b_max < self.batch_size:
+            raise UndercapError(
+                f"--max-batch-size {self.b_max} is below --batch-size {self.batch_size}; "
+                "the learning rate is scaled from the largest batch (pass the largest one)"
+            )
+        if not 0.0 < self.target_accuracy <= 1.0:
+            raise UndercapError(
+                f"target accuracy {self.target_accuracy} must be a fraction in (0, 1]"
+            )
+        limit = self.power_limit_w
+        if limit is not None and not (math.isfinite(limit) and limit > 0):
+            raise UndercapError(f"power limit {limit} must be a positive number of W")
+
+    def loop_config(self) -> LoopConfig:
+        """The loop's settings, as the estimate sets them (sqrt LR scaling, Sec. 4.2)."""
+        from undercap.models.registry import model_spec
+
+        m = model_spec(self.model)
+        base_lr = self.base_lr if self.base_lr is not None else m.base_lr
+        return LoopConfig(
+            batch_size=self.batch_size,
+            lr=scaled_lr(base_lr, self.batch_size, self.b_max),
+            optimizer=m.optimizer,
+            weight_decay=m.weight_decay if self.weight_decay is None else self.weight_decay,
+            target_accuracy=self.target_accuracy,
+            max_samples=self.max_samples,
+            eval_every_samples=self.eval_every_samples,
+            eval_max_samples=self.eval_max_samples,
+            seed=self.seed,
+        )
+
+
+@dataclass
+class RunSetup:
+    """A training run ready to go: the spec, the data on the torch device, the model
+    in its loop, its workload, and `config`, the run's identity for checkpoints."""
+
+    spec: TrainSpec
+    data: Splits
+    trainer: Trainer
+    workload: Workload
+    cuda_sync: Any
+    config: dict[str, Any]
+    device_info: dict[str, Any]
+    simulated: bool
+    init: dict[str, Any]
+    torch_device: str
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, device: Device, spec: TrainSpec, data: Splits) -> RunSetup:
+        import torch
+
+        from undercap.models.weights import initial_model
+        from undercap.models.workload import workload_of
+        from undercap.train.loop import resolve_torch_device
+
+        spec.validate()
+        tdev = resolve_torch_device(spec.torch_device)
+        cfg = spec.loop_config()
+        model, init = initial_model(
+            spec.model, data, init_seed=spec.seed, pretrained=spec.pretrained
+        )
+        info = device.info()
+        warnings = []
+        if not info.is_simulated and tdev == "cpu":
+            warnings.append(
+                "training ran on the host CPU (torch sees no CUDA GPU), not on the GPU "
+                "whose clocks and power were managed"
+            )
+        on_device = _to_torch_device(data, tdev)
+        return cls(
+            spec=spec,
+            data=on_device,
+            trainer=Trainer(model, on_device, cfg, tdev),
+            workload=workload_of(model, spec.model, data.input_shape),
+            cuda_sync=torch.cuda.synchronize if tdev.startswith("cuda") else None,
+            config=_identity(spec, cfg, data, device.name),
+            device_info=info.to_dict(),
+            simulated=info.is_simulated,
+            init=init,
+            torch_device=tdev,
+            warnings=warnings,
+        )
+
+    def result(
+        self,
+        loop: LoopResult,
+        acc: dict[str, Any],
+        *,
+        guard: PowerGuard,
+        freq_start: Optional[float],
+        freq_final: Optional[float],
+        energy_source: str,
+        warnings: list[str],
+        resumed_from: Optional[int],
+        provenance: dict[str, Any],
+    ) -> TrainResult:
+        spec, limit = self.spec, self.spec.power_limit_w
+        events = [e.to_dict() for e in guard.events]
+        warnings = list(warnings) + limit_warnings(acc, events, limit, spec.guard_window_s)
+        t = acc["train_time_s"]
+        return TrainResult(
+            reached=loop.reached,
+            time_to_accuracy_s=t if loop.reached else None,
+            train_time_s=t,
+            samples_to_target=loop.samples_to_target,
+            samples_trained=loop.samples_trained,
+            steps=loop.steps,
+            final_accuracy=loop.final_accuracy,
+            target_accuracy=float(self.trainer.cfg.target_accuracy or 0.0),
+            energy_j=acc["energy_j"],
+            energy_source=energy_source,
+            peak_power_w=acc["peak_w"],
+            max_raw_power_w=acc["max_raw_w"],
+            mean_power_w=acc["energy_j"] / t if t > 0 else 0.0,
+            eval_wall_s=loop.eval_wall_s,
+            train_wall_s=loop.train_wall_s,
+            batch_size=spec.batch_size,
+            lr=self.trainer.cfg.lr,
+            freq_mhz_requested=spec.freq_mhz,
+            freq_mhz_start=freq_start,
+            freq_mhz_final=freq_final,
+            power_limit_w=limit,
+            limit_exceeded=limit is not None and acc["peak_w"] > limit,
+            guard_window_s=spec.guard_window_s,
+            guard_events=tuple(events),
+            simulated=self.simulated,
+            device=self.device_info,
+            model=spec.model,
+            dataset=self.data.name,
+            curve=tuple(
+                {"samples": p.samples, "accuracy": p.accuracy, "loss": p.loss} for p in loop.curve
+            ),
+            resumed_from=resumed_from,
+            warnings=tuple(warnings),
+            config={**self.config, "init": self.init, "torch_device": self.torch_device},
+            provenance=provenance,
+        )
+
+
+def _to_torch_device(data: Splits, tdev: str) -> Splits:
+    if tdev == "cpu":
+        return data
+    return dataclasses.replace(
+        data,
+        x_train=data.x_train.to(tdev),
+        y_train=data.y_train.to(tdev),
+        x_test=data.x_test.to(tdev),
+        y_test=data.y_test.to(tdev),
+    )
+
+
+def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> dict[str, Any]:
+    """Everything that makes a run this run: a checkpoint of another is refused."""
+    from undercap.artifacts.io import file_sha256
+
+    sha = None if spec.pretrained is None else file_sha256(spec.pretrained, what="weights file")
+    return {
+        **dataclasses.asdict(cfg),
+        "model": spec.model,
+        "dataset": data.name,
+        "data_fingerprint": _data_fingerprint(data),
+        "n_train": data.n_train,
+        "n_test": data.n_test,
+        "max_batch_size": spec.b_max,
+        "pretrained_sha256": None if sha is None else sha[:16],
+        "device": device,
+        "freq_mhz": spec.freq_mhz,
+        "power_limit_w": spec.power_limit_w,
+        "guard_window_s": spec.guard_window_s,
+    }
+
+
+def limit_warnings(
+    acc: dict[str, Any], events: list[dict[str, Any]], limit: Optional[float], window_s: float
+) -> list[str]:
+    """What to say about the power limit after a run (a run never exceeds it silently)."""
+    if limit is None:
+        return []
+    if any(e["action"] == READ_ONLY for e in events):
+        return [
+            f"power limit {limit:g} W exceeded for {acc['exceeded_windows']} window(s) of "
+            f"{window_s:g} s; read-only: cannot step down"
+        ]
+    if acc["peak_w"] <= limit:
+        return []
+    if events:
+        return [
+            f"robust peak power {acc['peak_w']:.2f} W went above the {limit:g} W limit "
+            f"for up to one {window_s:g} s guard window before the guard "
+            "stepped the clock down (see guard events)"
+        ]
+    return [
+        f"robust peak power {acc['peak_w']:.2f} W went above the {limit:g} W limit "
+        f"(only in bursts shorter than the {window_s:g} s guard window)"
+    ]

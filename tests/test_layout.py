@@ -1,0 +1,143 @@
+"""The package's shape: no import cycles (module- or function-level), small modules and
+functions, torch-free modules that stay torch-free, and one place per stage."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PKG = SRC / "undercap"
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+#: argparse registration is one flat list of options; it may be long
+LONG_OK = {"register", "add_device_args"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _target(name: str, imported: str | None) -> str | None:
+    """The undercap module an import statement loads (a submodule when `from pkg
+    import sub` names one), or None for other libraries."""
+    if not name.startswith("undercap"):
+        return None
+    if imported and f"{name}.{imported}" in MODULES:
+        return f"{name}.{imported}"
+    return name if name in MODULES else None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every import anywhere in each module: module level, inside functions, under
+    TYPE_CHECKING; an edge per undercap module it loads."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for mod, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [_target(a.name, None) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [_target(node.module, a.name) for a in node.names]
+            else:
+                continue
+            graph[mod].update(t for t in targets if t and t != mod)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_function_level_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert sum(len(v) for v in graph.values()) > 100  # the graph was really read
+    assert cycles(graph) == []
+
+
+def test_top_level_shows_the_method() -> None:
+    entries = sorted(p.name for p in PKG.iterdir() if not p.name.startswith(("_", ".")))
+    stages = {"devices", "profile", "estimate", "select.py", "train", "recipes"}
+    assert stages <= set(entries)
+    assert len(entries) <= 14, entries
+
+
+def test_modules_and_functions_are_small() -> None:
+    too_long = []
+    for mod, path in MODULES.items():
+        text = path.read_text()
+        lines = text.count("\n")
+        if lines > MAX_MODULE_LINES:
+            too_long.append(f"{mod}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if n > MAX_FUNCTION_LINES and node.name not in LONG_OK:
+                    too_long.append(f"{mod}.{node.name}: {n} lines")
+    assert too_long == []
+
+
+TORCH_FREE = [
+    "undercap",
+    "undercap.artifacts",
+    "undercap.select",
+    "undercap.devices",
+    "undercap.models",
+    "undercap.recipes.select",
+    "undercap.report.text",
+    "undercap.cli",
+]
+
+
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_torch_free_modules_do_not_import_torch(module: str) -> None:
+    code = f"import sys, {module}; sys.exit('torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(SRC)}, check=False)
+    assert proc.returncode == 0, f"importing {module} imported torch"
