@@ -8,6 +8,8 @@ import math
 import sys
 from typing import Any, Optional
 
+from undercap import defaults
+
 
 def positive_float(text: str) -> float:
     try:
@@ -70,7 +72,7 @@ def shape(text: str) -> tuple[int, ...]:
 
 
 def add_device_args(
-    p: argparse.ArgumentParser, *, default: Optional[str] = "sim:jetson-nano"
+    p: argparse.ArgumentParser, *, default: Optional[str] = defaults.DEVICE
 ) -> None:
     p.add_argument(
         "--device",

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from undercap import defaults
 from undercap.cli.common import fraction, int_list, positive_float, positive_int, shape
-
-DEFAULTS = {"max_samples": 20_000, "eval_every": 128, "target_fraction": 0.95}
 
 
 def seeds_arg(text: str) -> list[int]:
@@ -104,7 +103,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     budget.add_argument(
         "--max-samples", type=positive_int, default=None, help="training samples instead of epochs"
     )
-    p.add_argument("--batch-size", type=positive_int, default=64, help="default 64")
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=defaults.PRETRAIN_BATCH_SIZE,
+        help=f"default {defaults.PRETRAIN_BATCH_SIZE}",
+    )
     p.add_argument(
         "--eval-every",
         type=positive_int,
@@ -127,13 +131,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--batch-sizes",
         type=int_list,
-        default=int_list("8..128"),
+        default=list(defaults.ESTIMATE_BATCH_SIZES),
         help="e.g. 8..128 (powers of two) or 16,32,64 (default 8..128)",
     )
     e.add_argument(
         "--seeds",
         type=seeds_arg,
-        default=list(range(3)),
+        default=list(range(defaults.ESTIMATE_SEEDS)),
         help="a count (3 -> seeds 0,1,2) or a list (0,1,2) (default 3)",
     )
     target = e.add_mutually_exclusive_group()
@@ -148,20 +152,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=fraction,
         default=None,
         help="target = this fraction of the best accuracy the largest batch "
-        f"reaches within the budget (default {DEFAULTS['target_fraction']})",
+        f"reaches within the budget (default {defaults.ESTIMATE_TARGET_FRACTION})",
     )
     e.add_argument(
         "--max-samples",
         type=positive_int,
-        default=DEFAULTS["max_samples"],
-        help=f"sample budget per run (default {DEFAULTS['max_samples']})",
+        default=defaults.ESTIMATE_MAX_SAMPLES,
+        help=f"sample budget per run (default {defaults.ESTIMATE_MAX_SAMPLES})",
     )
     e.add_argument(
         "--eval-every",
         type=positive_int,
-        default=DEFAULTS["eval_every"],
+        default=defaults.ESTIMATE_EVAL_EVERY_SAMPLES,
         help=f"evaluate every N training samples; N(b) is resolved to this "
-        f"(default {DEFAULTS['eval_every']})",
+        f"(default {defaults.ESTIMATE_EVAL_EVERY_SAMPLES})",
     )
     e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
@@ -258,7 +262,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from undercap.report.text import estimate_summary
 
     if args.target_accuracy is None and args.target_fraction is None:
-        args.target_fraction = DEFAULTS["target_fraction"]
+        args.target_fraction = defaults.ESTIMATE_TARGET_FRACTION
     cfg = EstimateConfig(
         model=args.model,
         data=_data_spec(args),

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from undercap import defaults
 from undercap.cli.common import (
     add_device_args,
     float_list,
@@ -61,9 +62,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="only these frequencies (snapped to the device's steps)",
     )
-    p.add_argument("--warmup", type=int, default=2, help="warm-up steps per configuration")
-    p.add_argument("--steps", type=positive_int, default=5, help="measured steps per configuration")
-    p.add_argument("--sample-rate-hz", type=positive_float, default=200.0)
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=defaults.PROFILE_WARMUP_STEPS,
+        help=f"warm-up steps per configuration (default {defaults.PROFILE_WARMUP_STEPS})",
+    )
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        default=defaults.PROFILE_MEASURE_STEPS,
+        help=f"measured steps per configuration (default {defaults.PROFILE_MEASURE_STEPS})",
+    )
+    p.add_argument("--sample-rate-hz", type=positive_float, default=defaults.PROFILE_SAMPLE_RATE_HZ)
     p.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from undercap import defaults
 from undercap.cli.common import (
     add_device_args,
     fraction,
@@ -99,20 +100,21 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--batch-sizes",
         type=int_list,
-        default=int_list("8..256"),
+        default=list(defaults.RECIPE_BATCH_SIZES),
         help="candidate batch sizes, e.g. 8..256 (default) or 16,32,64",
     )
     g.add_argument(
         "--max-samples",
         type=positive_int,
-        default=20_000,
-        help="sample budget of every training run (default 20000)",
+        default=defaults.RECIPE_MAX_SAMPLES,
+        help=f"sample budget of every training run (default {defaults.RECIPE_MAX_SAMPLES})",
     )
     g.add_argument(
         "--eval-every",
         type=positive_int,
-        default=256,
-        help="evaluate every this many training samples (default 256)",
+        default=defaults.RECIPE_EVAL_EVERY_SAMPLES,
+        help="evaluate every this many training samples "
+        f"(default {defaults.RECIPE_EVAL_EVERY_SAMPLES})",
     )
     g.add_argument(
         "--eval-max-samples",

@@ -35,11 +35,12 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from undercap import defaults
 from undercap.devices.base import Device
 from undercap.errors import DeviceError
 
-DEFAULT_RATE_HZ = 100.0
-PEAK_WINDOW_S = 0.2
+DEFAULT_RATE_HZ = defaults.TRAIN_SAMPLE_RATE_HZ
+PEAK_WINDOW_S = defaults.PEAK_WINDOW_S
 
 
 @dataclass(frozen=True)

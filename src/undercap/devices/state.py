@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from undercap import defaults
 from undercap.artifacts.io import write_atomic
 from undercap.errors import DeviceError, DevicePermissionError
 
@@ -45,7 +46,7 @@ def state_dir(root: Union[str, Path] = "/") -> Path:
     env = os.environ.get(ENV_DIR)
     if env:
         return Path(env)
-    return Path(root) / "var" / "lib" / "undercap"
+    return Path(root) / defaults.STATE_DIR
 
 
 def state_path(device_key: str, directory: Union[str, Path]) -> Path:

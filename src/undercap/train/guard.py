@@ -23,6 +23,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, Protocol
 
+from undercap import defaults
 from undercap.devices.base import Device
 from undercap.errors import DevicePermissionError, InfeasibleError
 
@@ -92,7 +93,7 @@ class PowerGuard:
         sampler: WindowMean,
         limit_w: Optional[float],
         *,
-        window_s: float = 1.0,
+        window_s: float = defaults.GUARD_WINDOW_S,
         start_s: float = 0.0,
         events: Optional[list[GuardEvent]] = None,
         warn: bool = True,

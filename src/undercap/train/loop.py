@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from undercap import defaults
 from undercap.data.base import Splits
 from undercap.errors import UndercapError
 
@@ -51,8 +52,8 @@ class LoopConfig:
     optimizer: str = "adam"  # "adam" for CNNs, "adamw" for the transformer (paper Sec. 5)
     weight_decay: float = 0.0
     target_accuracy: Optional[float] = None  # None: train for the whole budget
-    max_samples: int = 100_000
-    eval_every_samples: int = 2_000
+    max_samples: int = defaults.TRAIN_MAX_SAMPLES
+    eval_every_samples: int = defaults.TRAIN_EVAL_EVERY_SAMPLES
     # Evaluate on the first N test samples only; the test split must then be in random
     # order (pretrain.load_splits shuffles it: some files are stored class by class).
     eval_max_samples: Optional[int] = None
