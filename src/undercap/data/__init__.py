@@ -10,6 +10,8 @@ Specs (relative paths are resolved under `data_dir`, default the current directo
     mnist, fashion-mnist  idx files, gzipped or not
     folder:DIR          DIR/<class>/<images> (or DIR/train/..., DIR/test/...)
     text:FILE[+FILE...] UTF-8 text for the character transformer
+    py:package.module:factory, py:path/to/file.py:factory
+                        your own (train, test) torch datasets (data/user.py)
 The four named formats also take an explicit folder: "cifar10:/data/cifar".
 
 Splits (`split=`):
@@ -40,7 +42,7 @@ from undercap.data import text as _text
 from undercap.data import transforms as _tf
 from undercap.data.base import Splits
 from undercap.data.folder import read_folder
-from undercap.errors import DataError
+from undercap.errors import DataError, UndercapError
 
 __all__ = ["DATASET_KINDS", "Splits", "load_dataset", "parse_spec"]
 
@@ -54,19 +56,29 @@ DATASET_KINDS = (
     "fashion-mnist",
     "folder",
     "text",
+    "py",
 )
 _OFFICIAL = {"cifar10", "cifar100", "svhn", "mnist", "fashion-mnist"}
-_NEEDS_ARG = {"npz", "folder", "text"}
+_NEEDS_ARG = {"npz", "folder", "text", "py"}
 
 
 def parse_spec(spec: str) -> tuple[str, Optional[str]]:
-    """ "kind[:arg]" -> (kind, arg); checks the kind and that npz/folder/text have an arg."""
+    """ "kind[:arg]" -> (kind, arg); checks the kind and that npz/folder/text/py have an
+    arg (for py: an import path)."""
     kind, _, arg = spec.partition(":")
+    if kind.strip().lower() == "py":
+        from undercap.models.user import split
+
+        try:
+            split(arg, "dataset")
+        except UndercapError as e:
+            raise DataError(f"{e} (py:package.module:factory or py:path/file.py:factory)") from e
+        return "py", arg
     kind = kind.strip().lower()
     if kind not in DATASET_KINDS:
         raise DataError(
             f"unknown dataset {spec!r}; use one of {', '.join(DATASET_KINDS)} "
-            "(npz:FILE, folder:DIR, text:FILE[+FILE])"
+            "(npz:FILE, folder:DIR, text:FILE[+FILE], py:module:factory)"
         )
     if kind in _NEEDS_ARG and not arg:
         raise DataError(f"dataset {kind!r} needs a path: {kind}:PATH")
@@ -95,6 +107,10 @@ def load_dataset(
 ) -> Splits:
     """Load a dataset by spec (module docstring) as train/test tensors."""
     kind, arg = parse_spec(spec)
+    if kind == "py":
+        from undercap.data.user import load_user_data
+
+        return load_user_data(spec, input_shape=input_shape, seed=seed, limit=limit)
     if split not in (None, "paper", "official"):
         raise DataError(f"unknown split {split!r}; use 'paper' or 'official'")
     if limit is not None and limit < 1:

@@ -15,10 +15,12 @@ class Splits:
     Images: x float32 (N, C, H, W) normalised, y int64 (N,) class index.
     Text (character models): x int64 (N, context) token ids, y int64 (N, context)
     next-token ids; accuracy is per-character.
+    Users' data (`py:` specs): kind "samples" (any input shape, one class label per
+    input) or "tokens" (token ids in, a next-token label per position).
     """
 
     name: str
-    kind: str  # "image" or "text"
+    kind: str  # "image", "text", "samples" or "tokens"
     x_train: torch.Tensor
     y_train: torch.Tensor
     x_test: torch.Tensor
@@ -37,3 +39,13 @@ class Splits:
     @property
     def n_test(self) -> int:
         return int(self.x_test.shape[0])
+
+    @property
+    def task(self) -> str:
+        """ "next-token" (a label per position, scored per token) or "classification"."""
+        return "next-token" if self.kind in ("text", "tokens") else "classification"
+
+    @property
+    def accuracy_kind(self) -> str:
+        """What one unit of accuracy counts: a character, a token or a sample."""
+        return {"text": "character", "tokens": "token"}.get(self.kind, "sample")

@@ -129,7 +129,7 @@ def _meta(
         "model": model_name,
         "dataset": data.dataset,
         "accuracy": result.final_accuracy,
-        "accuracy_kind": "character" if splits.kind == "text" else "sample",
+        "accuracy_kind": splits.accuracy_kind,
         "input_shape": list(splits.input_shape),
         "num_classes": splits.num_classes,
         "samples_trained": result.samples_trained,

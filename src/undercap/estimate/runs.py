@@ -126,7 +126,8 @@ def run_job(job: Job) -> dict[str, Any]:
         result, stop = trainer.result(), "plateau"
     finally:
         bar.close()
-    record = _record(job, result, stop, splits.kind, init, t0 - t_load, time.perf_counter() - t0)
+    wall_s = time.perf_counter() - t0
+    record = _record(job, result, stop, splits.accuracy_kind, init, t0 - t_load, wall_s)
     entry = Cache(job.cache_root).entry(RUN_KIND, job.key)
     if entry is not None:
         entry.store_json(record)
@@ -156,7 +157,7 @@ def _hooks(bar: Any, patience: Optional[int]) -> tuple[Any, Any]:
 
 
 def _record(
-    job: Job, result: Any, stop: str, kind: str, init: Any, load_s: float, wall_s: float
+    job: Job, result: Any, stop: str, accuracy_kind: str, init: Any, load_s: float, wall_s: float
 ) -> dict[str, Any]:
     return {
         "schema": RUN_SCHEMA,
@@ -171,7 +172,7 @@ def _record(
         "samples_trained": result.samples_trained,
         "steps": result.steps,
         "curve": [[p.samples, p.accuracy, _finite_or_none(p.loss)] for p in result.curve],
-        "accuracy_kind": "character" if kind == "text" else "sample",
+        "accuracy_kind": accuracy_kind,
         "wall_s": wall_s,  # model set-up + training + evaluation
         "data_load_s": load_s,
         "train_wall_s": result.train_wall_s,

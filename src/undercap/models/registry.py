@@ -10,6 +10,11 @@ default; the paper uses Adam for the CNNs); the transformer uses AdamW at 6e-4 (
 GPT-3 small / nanoGPT default; nanoGPT's shakespeare-char config uses 1e-3 but with a
 warm-up, which our loop does not have) with torch's default decoupled weight decay.
 
+Users' own models: any `package.module:factory` or `path/to/file.py:factory` gets a
+row too (`model_spec`), with Adam at 1e-3 and the task taken from the data. The
+factory returns an nn.Module and is called with no arguments, or with `num_classes=`
+and `input_shape=` where its signature accepts them (models/user.py).
+
 Torch-free: a row names its factory by import path and `build` imports it, so the
 CLI can check a model name and read its facts without loading torch.
 """
@@ -34,15 +39,20 @@ class ModelSpec:
 
     name: str
     factory: str  # "package.module:function", called as f(num_classes=, input_shape=)
-    task: str
+    task: Optional[str]  # None: from the data (users' models)
     default_input_shape: Optional[tuple[int, ...]]
     optimizer: str  # "adam" or "adamw"
     base_lr: float  # at the largest batch size
     weight_decay: float
+    builtin: bool = True
 
     @property
     def is_sequence(self) -> bool:
         return self.task == "next-token"
+
+    def task_for(self, data_task: Optional[str]) -> str:
+        """The task a run trains: the row's, else the data's, else classification."""
+        return self.task or data_task or "classification"
 
     def profile_classes(self) -> int:
         """Classes of the output layer when profiling without data: the character
@@ -55,7 +65,21 @@ class ModelSpec:
 
     def build(self, *, num_classes: int, input_shape: Sequence[int]) -> Any:
         """A freshly initialised nn.Module (torch's global RNG seeds it)."""
-        return _load(self.factory)(num_classes=num_classes, input_shape=tuple(input_shape))
+        shape = tuple(int(s) for s in input_shape)
+        if self.builtin:
+            return _load(self.factory)(num_classes=num_classes, input_shape=shape)
+        from undercap.models.user import call_with_supported, load_callable
+
+        fn = load_callable(self.factory, "model")
+        model = call_with_supported(
+            fn, self.factory, "model", num_classes=num_classes, input_shape=shape
+        )
+        if not callable(model) or not hasattr(model, "parameters"):
+            raise UndercapError(
+                f"model {self.factory!r} returned a {type(model).__name__}, expected a "
+                "torch.nn.Module"
+            )
+        return model
 
 
 def _row(
@@ -86,11 +110,28 @@ MODEL_NAMES = tuple(BUILTIN)
 
 
 def model_spec(name: str) -> ModelSpec:
-    """The registry row of a built-in model; unknown names list the known ones."""
+    """The registry row of a built-in model or of a user's factory by import path;
+    unknown names list the known ones. Does not import the user's code."""
     spec = BUILTIN.get(name)
-    if spec is None:
-        raise UndercapError(f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
-    return spec
+    if spec is not None:
+        return spec
+    from undercap.models.user import is_import_path
+
+    if is_import_path(name):
+        return ModelSpec(
+            name=name,
+            factory=name,
+            task=None,
+            default_input_shape=None,
+            optimizer="adam",
+            base_lr=1e-3,
+            weight_decay=0.0,
+            builtin=False,
+        )
+    raise UndercapError(
+        f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}, or give your own "
+        "as package.module:factory or path/to/file.py:factory"
+    )
 
 
 def _load(factory: str) -> Callable[..., Any]:

@@ -52,11 +52,11 @@ class Stepper:
         self._batch = (x.to(self.device), y.to(self.device))
 
     def step(self) -> None:
-        from undercap.train.loop import loss_and_correct
+        from undercap.train.objective import cross_entropy
 
         x, y = self._batch  # type: ignore[misc]
         self.optimizer.zero_grad(set_to_none=True)
-        loss, _, _ = loss_and_correct(self.model(x), y)
+        loss = cross_entropy(self.model(x), y)
         loss.backward()
         self.optimizer.step()
 

@@ -12,6 +12,7 @@ Hooks let the caller charge each step to a device (virtual clock, power guard).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -19,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from undercap import defaults
 from undercap.data.base import Splits
 from undercap.errors import UndercapError
+from undercap.train.objective import Objective, check_outputs, make_objective
 
 
 def resolve_torch_device(name: str) -> str:
@@ -58,6 +59,8 @@ class LoopConfig:
     # order (pretrain.load_splits shuffles it: some files are stored class by class).
     eval_max_samples: Optional[int] = None
     seed: int = 0
+    loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
+    metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
 
 
 @dataclass(frozen=True)
@@ -89,40 +92,31 @@ def make_optimizer(model: nn.Module, cfg: LoopConfig) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {cfg.optimizer!r}")
 
 
-def loss_and_correct(
-    logits: torch.Tensor, y: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Cross-entropy, number correct, number of predictions. Sequence outputs
-    (B, T, V) are scored per character, as the paper's character accuracy."""
-    if logits.dim() == 3:
-        logits = logits.reshape(-1, logits.shape[-1])
-        y = y.reshape(-1)
-    loss = F.cross_entropy(logits, y)
-    correct = (logits.argmax(dim=-1) == y).sum()
-    return loss, correct, int(y.numel())
-
-
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
     *,
+    objective: Optional[Objective] = None,
     batch_size: int = 512,
     device: Union[torch.device, str] = "cpu",
 ) -> tuple[float, float]:
-    """Accuracy and mean loss over (x, y)."""
+    """The target metric (default top-1 accuracy) and the mean loss over (x, y)."""
+    obj = objective or make_objective()
     was_training = model.training
     model.eval()
-    total_loss, total_correct, total_n = 0.0, 0, 0
+    total_loss, total_score, total_n, total_items = 0.0, 0.0, 0, 0
     for i in range(0, x.shape[0], batch_size):
         xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
-        loss, correct, n = loss_and_correct(model(xb), yb)
-        total_loss += float(loss) * n
-        total_correct += int(correct)
+        out = model(xb)
+        score, n = obj.score(out, yb)
+        total_loss += float(obj.loss(out, yb)) * int(yb.shape[0])
+        total_score += score
         total_n += n
+        total_items += int(yb.shape[0])
     model.train(was_training)
-    return total_correct / max(total_n, 1), total_loss / max(total_n, 1)
+    return total_score / max(total_n, 1), total_loss / max(total_items, 1)
 
 
 @dataclass
@@ -147,6 +141,14 @@ class Trainer:
 
     def __post_init__(self) -> None:
         self.model.to(self.torch_device)
+        self.objective = make_objective(self.cfg.loss, self.cfg.metric)
+        if self.cfg.loss is None:  # the default loss needs logits that fit the labels
+            check_outputs(
+                self.model,
+                self.data.x_train[:2].to(self.torch_device),
+                self.data.y_train[:2],
+                self.data.num_classes,
+            )
         self.optimizer = make_optimizer(self.model, self.cfg)
         self._gen = torch.Generator().manual_seed(self.cfg.seed)
         self._perm = torch.randperm(self.data.n_train, generator=self._gen)
@@ -159,6 +161,13 @@ class Trainer:
                 y_eval[: self.cfg.eval_max_samples],
             )
         self._x_eval, self._y_eval = x_eval, y_eval
+
+    def set_batch_size(self, batch_size: int, lr: float) -> None:
+        """Continue with another batch size and learning rate, keeping the model, the
+        optimizer's state (Adam's moments) and the data order (a power cap changed)."""
+        self.cfg = dataclasses.replace(self.cfg, batch_size=int(batch_size), lr=float(lr))
+        for group in self.optimizer.param_groups:
+            group["lr"] = float(lr)
 
     # --- data order ---------------------------------------------------------------
     def _next_indices(self) -> torch.Tensor:
@@ -185,7 +194,7 @@ class Trainer:
         t0 = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        loss, _, _ = loss_and_correct(self.model(x), y)
+        loss = self.objective.loss(self.model(x), y)
         loss.backward()
         self.optimizer.step()
         self.train_wall_s += time.perf_counter() - t0
@@ -196,7 +205,13 @@ class Trainer:
 
     def evaluate(self) -> EvalPoint:
         t0 = time.perf_counter()
-        acc, loss = evaluate(self.model, self._x_eval, self._y_eval, device=self.torch_device)
+        acc, loss = evaluate(
+            self.model,
+            self._x_eval,
+            self._y_eval,
+            objective=self.objective,
+            device=self.torch_device,
+        )
         self.eval_wall_s += time.perf_counter() - t0
         point = EvalPoint(samples=self.samples, accuracy=acc, loss=loss)
         self.curve.append(point)
@@ -247,6 +262,8 @@ class Trainer:
             "pos": self._pos,
             "samples": self.samples,
             "steps": self.steps,
+            "batch_size": self.cfg.batch_size,
+            "lr": self.cfg.lr,
             "curve": [(p.samples, p.accuracy, p.loss) for p in self.curve],
             "samples_to_target": self.samples_to_target,
             "train_wall_s": self.train_wall_s,
@@ -264,6 +281,8 @@ class Trainer:
         self._pos = int(state["pos"])
         self.samples = int(state["samples"])
         self.steps = int(state["steps"])
+        if "batch_size" in state:  # a schedule may have switched it before the checkpoint
+            self.set_batch_size(int(state["batch_size"]), float(state["lr"]))
         self.curve = [EvalPoint(int(s), float(a), float(loss)) for s, a, loss in state["curve"]]
         self.samples_to_target = state["samples_to_target"]
         self.train_wall_s = float(state["train_wall_s"])

@@ -1,0 +1,106 @@
+"""What a run minimises and what "accuracy" means: the loss and the target metric.
+
+Out of the box (the paper's setting, Sec. 5): cross-entropy, and top-1 accuracy as the
+target metric; sequence outputs (B, T, V) against labels (B, T) are scored per
+position (the character accuracy of the text experiments). A user-supplied loss
+`fn(outputs, labels) -> scalar tensor` and metric `fn(outputs, labels) -> float`
+(higher is better, the batch's mean: evaluation weights it by the batch's samples)
+are accepted by import path (`package.module:fn` or `path/to/file.py:fn`).
+
+`check_outputs` runs the model once on two training samples before a run starts, so
+a model whose output does not fit the labels fails with one line instead of a
+traceback deep in the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from undercap.errors import UndercapError
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: (outputs, labels) -> (sum of the metric over the batch, number of items scored)
+Score = Callable[[torch.Tensor, torch.Tensor], Tuple[float, int]]
+
+
+def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy; sequence outputs (B, T, V) are scored per position."""
+    if logits.dim() == 3:
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return F.cross_entropy(logits, y)
+
+
+def top1_correct(logits: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
+    """Correct top-1 predictions and predictions made (per position for sequences)."""
+    return float((logits.argmax(dim=-1) == y).sum()), int(y.numel())
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The loss to train with and the score to evaluate, with where they came from."""
+
+    loss: Loss
+    score: Score
+    loss_name: str = "cross-entropy"
+    metric_name: str = "top-1 accuracy"
+
+
+def make_objective(loss: Optional[str] = None, metric: Optional[str] = None) -> Objective:
+    """The default objective, or the user's loss and/or metric by import path."""
+    from undercap.models.user import load_callable
+
+    loss_fn: Loss = cross_entropy if loss is None else load_callable(loss, "loss")
+    score_fn: Score = top1_correct if metric is None else _batch_mean(metric, load_callable)
+    return Objective(loss_fn, score_fn, loss or "cross-entropy", metric or "top-1 accuracy")
+
+
+def _batch_mean(path: str, load: Callable[..., Any]) -> Score:
+    fn = load(path, "metric")
+
+    def score(outputs: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
+        value = fn(outputs, y)
+        try:
+            value = float(value)
+        except (TypeError, ValueError) as e:
+            raise UndercapError(
+                f"metric {path!r} returned a {type(value).__name__}; expected a number "
+                "(higher is better)"
+            ) from e
+        n = int(y.shape[0])
+        return value * n, n
+
+    return score
+
+
+def check_outputs(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int) -> None:
+    """One forward pass on two training samples: the default loss needs outputs
+    (B, classes) for class labels, or (B, T, vocabulary) for token labels (B, T)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(x[:2])
+    except Exception as e:
+        raise UndercapError(
+            f"the model failed on inputs of shape {tuple(x.shape[1:])}: {type(e).__name__}: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        ) from e
+    finally:
+        model.train(was_training)
+    if not torch.is_tensor(out):
+        raise UndercapError(
+            f"the model returned a {type(out).__name__}; the default loss needs a tensor of "
+            "logits (pass --loss for other outputs)"
+        )
+    want = (2, num_classes) if y.dim() == 1 else (2, *y.shape[1:], num_classes)
+    if tuple(out.shape[:-1]) != want[:-1] or out.shape[-1] < num_classes:
+        raise UndercapError(
+            f"the model's output has shape {tuple(out.shape[1:])} per sample but the labels "
+            f"need {want[1:]} ({num_classes} classes{', one per position' if y.dim() > 1 else ''});"
+            " build the model with num_classes= from the data, or pass --loss"
+        )
