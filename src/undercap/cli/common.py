@@ -71,6 +71,34 @@ def shape(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"bad shape {text!r}: use e.g. 3x32x32") from e
 
 
+MODEL_HELP = (
+    "small-cnn, resnet18, mobilenetv2, char-transformer, or your own factory returning an "
+    "nn.Module: package.module:function or path/to/file.py:function"
+)
+DATA_HELP = (
+    "digits, npz:FILE, cifar10, cifar100, svhn, mnist, fashion-mnist, folder:DIR, "
+    "text:FILE[+FILE...], or your own (train, test) torch datasets: "
+    "py:package.module:function or py:path/to/file.py:function"
+)
+
+
+def add_objective_args(p: Any) -> None:
+    """--loss and --metric: users' own loss and target metric by import path."""
+    p.add_argument(
+        "--loss",
+        default=None,
+        metavar="IMPORT_PATH",
+        help="your loss fn(outputs, labels) -> scalar tensor (default: cross-entropy)",
+    )
+    p.add_argument(
+        "--metric",
+        default=None,
+        metavar="IMPORT_PATH",
+        help="your target metric fn(outputs, labels) -> float, higher is better, the "
+        "batch mean (default: top-1 accuracy, per position for sequences)",
+    )
+
+
 def add_device_args(
     p: argparse.ArgumentParser, *, default: Optional[str] = defaults.DEVICE
 ) -> None:

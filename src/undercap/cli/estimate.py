@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from undercap import defaults
-from undercap.cli.common import fraction, int_list, positive_float, positive_int, shape
+from undercap.cli.common import (
+    DATA_HELP,
+    MODEL_HELP,
+    add_objective_args,
+    fraction,
+    int_list,
+    positive_float,
+    positive_int,
+    shape,
+)
 
 
 def seeds_arg(text: str) -> list[int]:
@@ -26,15 +35,12 @@ def seeds_arg(text: str) -> list[int]:
 
 
 def _add_data_args(p: argparse.ArgumentParser, *, default: Optional[str]) -> None:
-    p.add_argument(
-        "--model", required=True, help="small-cnn, resnet18, mobilenetv2, char-transformer"
-    )
+    p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument(
         "--dataset",
         default=default,
         required=default is None,
-        help="digits, npz:FILE, cifar10, mnist, folder:DIR, text:FILE[+FILE...]"
-        + (f" (default {default})" if default else ""),
+        help=DATA_HELP + (f" (default {default})" if default else ""),
     )
     p.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
     p.add_argument(
@@ -82,6 +88,7 @@ def _add_data_args(p: argparse.ArgumentParser, *, default: Optional[str]) -> Non
         help="torch threads (estimate: per job; default: the cores, split between --jobs "
         "workers; 1 is fastest on a busy machine)",
     )
+    add_objective_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -245,6 +252,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         seed=args.seed,
         torch_device=args.torch_device,
         progress=not args.no_progress,
+        loss=args.loss,
+        metric=args.metric,
     )
     kind = "character " if res.meta.get("accuracy_kind") == "character" else ""
     print(
@@ -279,6 +288,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         init_seed=args.init_seed,
         fresh_head=args.fresh_head,
         plateau_patience=args.plateau_patience,
+        loss=args.loss,
+        metric=args.metric,
     )
     work_dir = args.work_dir or Path(str(args.output) + ".runs")
     eff = estimate(

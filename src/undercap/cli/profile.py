@@ -8,6 +8,7 @@ from pathlib import Path
 
 from undercap import defaults
 from undercap.cli.common import (
+    MODEL_HELP,
     add_device_args,
     float_list,
     int_list,
@@ -26,9 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "device and write the profile artifact (t(b, f), P(b, f)).",
     )
     add_device_args(p)
-    p.add_argument(
-        "--model", required=True, help="small-cnn, resnet18, mobilenetv2, char-transformer"
-    )
+    p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument(
         "--input-shape",
         type=shape,

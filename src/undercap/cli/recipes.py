@@ -10,7 +10,10 @@ from typing import Any, Optional
 
 from undercap import defaults
 from undercap.cli.common import (
+    DATA_HELP,
+    MODEL_HELP,
     add_device_args,
+    add_objective_args,
     fraction,
     int_list,
     positive_float,
@@ -40,14 +43,11 @@ def power_limits(text: str) -> list[Optional[float]]:
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
-    g.add_argument(
-        "--model", required=True, help="small-cnn, resnet18, mobilenetv2, char-transformer"
-    )
+    g.add_argument("--model", required=True, help=MODEL_HELP)
     g.add_argument(
         "--target",
         required=True,
-        help="the dataset to train on: digits, npz:FILE, cifar10, mnist, "
-        "folder:DIR, text:FILE[+FILE...]",
+        help="the dataset to train on: " + DATA_HELP,
     )
     g.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
     g.add_argument(
@@ -150,6 +150,7 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="cache of profiles, estimates and runs (default OUTPUT/cache)",
     )
+    add_objective_args(g)
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -293,6 +294,8 @@ def _setup(args: argparse.Namespace) -> Any:
         pretrained=args.pretrained,
         torch_device=args.torch_device,
         jobs=args.jobs,
+        loss=args.loss,
+        metric=args.metric,
     )
 
 

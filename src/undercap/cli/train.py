@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from undercap import defaults
-from undercap.cli.common import add_device_args, fraction, positive_float, positive_int, shape
+from undercap.cli.common import (
+    DATA_HELP,
+    MODEL_HELP,
+    add_device_args,
+    add_objective_args,
+    fraction,
+    positive_float,
+    positive_int,
+    shape,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,13 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--model",
         default=None,
-        help="small-cnn, resnet18, mobilenetv2, char-transformer (default: the selection's)",
+        help=MODEL_HELP + " (default: the selection's)",
     )
     g.add_argument(
         "--dataset",
         default=None,
-        help="target data: digits, npz:FILE, cifar10, mnist, folder:DIR, text:FILE "
-        "(default: the data of the `run` the selection came from)",
+        help="target data: " + DATA_HELP + " (default: the data of the `run` the "
+        "selection came from)",
     )
     g.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
     g.add_argument(
@@ -147,6 +156,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--sample-rate-hz", type=positive_float, default=defaults.TRAIN_SAMPLE_RATE_HZ)
     r.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N] (default auto)")
+    add_objective_args(r)
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("-o", "--output", type=Path, default=None, help="write the result JSON here")
     r.add_argument("--json", action="store_true", help="print the result JSON, not a summary")
@@ -185,6 +195,8 @@ def _resolve(args: argparse.Namespace) -> dict[str, Any]:
         "eval_max_samples": pick(args.eval_max_samples, "eval_max_samples"),
         "target_accuracy": pick(args.target_accuracy, "target_accuracy"),
         "seed": pick(args.seed, "seed", 0),
+        "loss": pick(args.loss, "loss"),
+        "metric": pick(args.metric, "metric"),
         "data": t.get("data"),
     }
     for key, flag in (("model", "--model"), ("batch_size", "--batch-size")):
@@ -222,7 +234,10 @@ def _data_spec(args: argparse.Namespace, choice: dict[str, Any]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from undercap.artifacts.train_result import save_train_result
-    from undercap.cli.common import open_device_from_args, print_json
+    from undercap.cli.common import (
+        open_device_from_args,
+        print_json,
+    )
     from undercap.data.spec import load_splits
     from undercap.report.text import train_summary
     from undercap.train import train_on_device
@@ -253,6 +268,8 @@ def run(args: argparse.Namespace) -> int:
             sample_rate_hz=args.sample_rate_hz,
             torch_device=args.torch_device,
             progress=not args.no_progress,
+            loss=choice["loss"],
+            metric=choice["metric"],
         )
     if args.output is not None:
         save_train_result(args.output, result)

@@ -120,6 +120,8 @@ class _Runner:
             plateau_patience=patience,
             pretrained=self.cfg.pretrained,
             fresh_head=self.cfg.fresh_head,
+            loss=self.cfg.loss,
+            metric=self.cfg.metric,
             init_seed=self._init_seed(seed),
             cache_root=None if self.cache.root is None else str(self.cache.root),
             key=run_key(self.fingerprint, b, seed),

@@ -11,6 +11,7 @@ from undercap.artifacts.io import file_sha256
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 from undercap.models.registry import model_spec
+from undercap.models.user import code_digest
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class EstimateConfig:
     init_seed: int = 0  # the random init used by every run when there are no weights
     fresh_head: bool = False  # re-initialise the classifier head after loading the weights
     plateau_patience: Optional[int] = None  # reference runs stop after this many evals w/o gain
+    loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
+    metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
 
     @property
     def b_max(self) -> int:
@@ -94,6 +97,10 @@ def fingerprint(cfg: EstimateConfig) -> dict[str, Any]:
         else None,
         "init_seed": None if cfg.pretrained else cfg.init_seed,
         "fresh_head": cfg.fresh_head,
+        "loss": cfg.loss,
+        "metric": cfg.metric,
+        # users' models, data, losses and metrics: their source, so edits redo the runs
+        "user_code": code_digest(cfg.model, cfg.data.dataset, cfg.loss, cfg.metric),
     }
 
 

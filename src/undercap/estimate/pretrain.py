@@ -50,14 +50,13 @@ def pretrain(
     seed: int = 0,
     torch_device: str = "auto",
     progress: bool = True,
+    loss: Optional[str] = None,
+    metric: Optional[str] = None,
 ) -> PretrainResult:
     """Train `model_name` from a seeded random init on `data` and save its weights.
-
-    The budget is `max_samples`, or `epochs` passes over the training split
-    (default 5 epochs when neither is given). Evaluates on the test split
-    `eval_every_samples` apart (default: once per epoch) and at the end, on at most
-    `eval_max_samples` test samples (default all).
-    """
+    The budget is `max_samples`, or `epochs` passes over the training split (default
+    5 epochs). Evaluates `eval_every_samples` apart (default: once per epoch) and at
+    the end, on at most `eval_max_samples` test samples (default all)."""
     from undercap.models.weights import initial_model, save_weights
 
     device = resolve_torch_device(torch_device)
@@ -73,6 +72,8 @@ def pretrain(
         _loop_config(model_name, splits, batch_size, lr, max_samples, eval_every_samples),
         eval_max_samples=eval_max_samples,
         seed=seed,
+        loss=loss,
+        metric=metric,
     )
     bar = sample_bar(max_samples, f"pretrain {model_name}", progress)
     on_step, on_eval = training_hooks(bar)

@@ -49,6 +49,8 @@ class Job:
     torch_device: str
     progress: bool
     fresh_head: bool = False  # re-initialise the head after loading (transfer to a new task)
+    loss: Optional[str] = None
+    metric: Optional[str] = None
 
 
 class _Plateau(Exception):
@@ -113,6 +115,8 @@ def run_job(job: Job) -> dict[str, Any]:
         eval_every_samples=job.eval_every_samples,
         eval_max_samples=job.eval_max_samples,
         seed=job.seed,
+        loss=job.loss,
+        metric=job.metric,
     )
     bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)
     on_step, on_eval = _hooks(bar, job.plateau_patience)

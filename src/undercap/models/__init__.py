@@ -31,10 +31,10 @@ def build_model(name: str, *, num_classes: int, input_shape: Sequence[int]) -> A
     return model_spec(name).build(num_classes=num_classes, input_shape=input_shape)
 
 
-def workload_of(model: Any, name: str, input_shape: Sequence[int]) -> Any:
+def workload_of(model: Any, name: str, input_shape: Sequence[int], task: Any = None) -> Any:
     from undercap.models.workload import workload_of as _workload_of
 
-    return _workload_of(model, name, input_shape)
+    return _workload_of(model, name, input_shape, task)
 
 
 def initial_model(*args: Any, **kwargs: Any) -> Any:

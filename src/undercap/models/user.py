@@ -9,6 +9,7 @@ with `from e` so `--debug` shows the user's traceback. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -103,6 +104,26 @@ def source_file(text: str) -> Optional[str]:
         return str(Path(module).resolve())
     spec = importlib.util.find_spec(module)
     return None if spec is None else spec.origin
+
+
+def code_digest(*texts: Optional[str]) -> Optional[str]:
+    """SHA-256 over the source files of the import paths among `texts` (built-in names
+    and None are skipped), so cached results of users' code are redone when it changes.
+    None when none of them is an import path."""
+    files = []
+    for text in texts:
+        t = text[3:] if text and text.startswith("py:") else text
+        if t and is_import_path(t):
+            files.append(source_file(t) or t)
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.encode())
+        # an installed package without a readable source: its path stands in
+        with contextlib.suppress(OSError):
+            h.update(Path(f).read_bytes())
+    return h.hexdigest()
 
 
 def call_with_supported(fn: Callable[..., Any], text: str, what: str, **kwargs: Any) -> Any:

@@ -36,7 +36,7 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
@@ -203,21 +203,24 @@ def optimizer_kernels(model: nn.Module, optimizer: str) -> int:
     return kc.kernels
 
 
-def workload_of(model: nn.Module, name: str, input_shape: Sequence[int]) -> Workload:
+def workload_of(
+    model: nn.Module, name: str, input_shape: Sequence[int], task: Optional[str] = None
+) -> Workload:
     """Measure a model's training cost per sample (see module docstring). The model
-    itself is not touched (a CPU copy is stepped)."""
+    itself is not touched (a CPU copy is stepped). `task` ("classification" or
+    "next-token") says what inputs to feed a user's model (built-ins know theirs)."""
     input_shape = tuple(int(s) for s in input_shape)
     spec = model_spec(name)
+    sequence = spec.task_for(task) == "next-token"
     probe = copy.deepcopy(model).to("cpu").train()
     gen = torch.Generator().manual_seed(0)
-    num_classes = _output_classes(probe, spec.is_sequence, input_shape, gen)
+    num_classes = _output_classes(probe, sequence, input_shape, gen)
     n_params = sum(p.numel() for p in probe.parameters() if p.requires_grad)
     key = (name, input_shape, num_classes, n_params)
     if key in _cache:
         return _cache[key]
     small, large = (
-        _count_step(probe, *_inputs(spec.is_sequence, input_shape, b, num_classes, gen))
-        for b in _BATCHES
+        _count_step(probe, *_inputs(sequence, input_shape, b, num_classes, gen)) for b in _BATCHES
     )
     db = _BATCHES[1] - _BATCHES[0]
     wl = Workload(

@@ -146,10 +146,12 @@ def run_profile(
     settings: Optional[ProfileSettings] = None,
     torch_device: str = "auto",
     progress: bool = True,
+    task: Optional[str] = None,
 ) -> Profile:
     """Profile `model_name` on `device`. With a power limit the efficient sweep is
     used unless `efficient=False`. Read-only devices are measured at their current
-    clock only."""
+    clock only. `task` ("classification" or "next-token") tells a user's model's
+    inputs apart (built-in models know theirs)."""
     from undercap.train.loop import resolve_torch_device
 
     settings = settings or ProfileSettings()
@@ -159,7 +161,7 @@ def run_profile(
         raise UndercapError("the efficient sweep needs --power-limit")
     wall0 = time.monotonic()
     stepper = Stepper(
-        model_name, shape, num_classes, resolve_torch_device(torch_device), settings.seed
+        model_name, shape, num_classes, resolve_torch_device(torch_device), settings.seed, task
     )
     bar = progress_bar(progress, desc=f"profile {model_name} on {device.name}", unit="cfg")
     run = _Run(device, stepper, settings, tick=bar.update)

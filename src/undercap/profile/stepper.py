@@ -21,6 +21,7 @@ class Stepper:
         num_classes: int,
         torch_device: str,
         seed: int,
+        task: Optional[str] = None,
     ) -> None:
         import torch
 
@@ -32,13 +33,13 @@ class Stepper:
         self.torch = torch
         self.device = torch_device
         self.model = spec.build(num_classes=num_classes, input_shape=input_shape)
-        self.workload: Workload = workload_of(self.model, model_name, input_shape)
+        self.workload: Workload = workload_of(self.model, model_name, input_shape, task)
         self.model.to(torch_device).train()
         opt = torch.optim.AdamW if spec.optimizer == "adamw" else torch.optim.Adam
         self.optimizer = opt(self.model.parameters(), lr=1e-4)
         self.input_shape = input_shape
         self.num_classes = num_classes
-        self.is_text = spec.is_sequence
+        self.is_text = spec.task_for(task) == "next-token"
         self._batch: Optional[tuple] = None
 
     def set_batch_size(self, b: int) -> None:

@@ -20,6 +20,7 @@ from undercap.data.spec import DataSpec
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
 from undercap.models.registry import model_spec
+from undercap.models.user import code_digest
 
 Log = Callable[[str], None]
 
@@ -155,6 +156,8 @@ class TrainingSetup:
     pretrained: Optional[str] = None  # weights file every run starts from
     torch_device: str = "auto"
     jobs: int = 1
+    loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
+    metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
 
     def train_kwargs(self) -> dict[str, Any]:
         """The `train_on_device` arguments every device run of this setup shares,
@@ -167,6 +170,8 @@ class TrainingSetup:
             "max_batch_size": max(self.batch_sizes),
             "pretrained": self.pretrained,
             "torch_device": self.torch_device,
+            "loss": self.loss,
+            "metric": self.metric,
         }
 
 
@@ -189,7 +194,13 @@ def with_pretrained(
         raise UndercapError("pre-training inside a recipe needs a cache folder for the weights")
     from undercap.estimate.pretrain import pretrain
 
-    key = {"model": setup.model, "source": source.key(), "max_samples": max_samples}
+    key = {
+        "model": setup.model,
+        "source": source.key(),
+        "max_samples": max_samples,
+        "objective": [setup.loss, setup.metric],
+        "user_code": code_digest(setup.model, source.dataset, setup.loss, setup.metric),
+    }
     entry = cache.entry("pretrained", key)
     assert entry is not None
     path = entry.path("weights.pt")
@@ -203,6 +214,8 @@ def with_pretrained(
             max_samples=max_samples,
             torch_device=setup.torch_device,
             progress=progress,
+            loss=setup.loss,
+            metric=setup.metric,
         )
         log(
             f"pre-trained {setup.model} on {source.dataset}: accuracy {res.accuracy:.3f} "
@@ -240,6 +253,8 @@ def estimate_efficiency(
         eval_max_samples=setup.eval_max_samples,
         lr=setup.lr,
         pretrained=setup.pretrained,
+        loss=setup.loss,
+        metric=setup.metric,
     )
     log(f"estimating r(b) on the {role} {data.label}")
     try:

@@ -22,6 +22,7 @@ from undercap.artifacts.io import file_sha256
 from undercap.artifacts.train_result import TrainResult
 from undercap.data.spec import DataSpec
 from undercap.errors import ArtifactError
+from undercap.models.user import code_digest
 from undercap.recipes.common import Log, TrainingSetup, stderr_log
 
 
@@ -85,6 +86,8 @@ class DeviceTrainer:
             "target_accuracy": self.target_accuracy,
             "max_samples": s.max_samples,
             "eval": [s.eval_every_samples, s.eval_max_samples],
+            "objective": [s.loss, s.metric],
+            "user_code": code_digest(self.model, self.data.dataset, s.loss, s.metric),
             "lr": s.lr,
             "b_max": max(s.batch_sizes),
             "pretrained_sha256": file_sha256(s.pretrained) if s.pretrained else None,

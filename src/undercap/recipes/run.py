@@ -120,6 +120,8 @@ def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
         "max_samples": setup.max_samples,
         "eval_every_samples": setup.eval_every_samples,
         "eval_max_samples": setup.eval_max_samples,
+        "loss": setup.loss,
+        "metric": setup.metric,
         "target_accuracy": cfg.target_accuracy,
         "seed": cfg.seed,
         "data": cfg.target.key(),

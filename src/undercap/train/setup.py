@@ -53,6 +53,8 @@ class TrainSpec:
     seed: int = 0
     guard_window_s: float = defaults.GUARD_WINDOW_S
     torch_device: str = "auto"
+    loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
+    metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
 
     @property
     def b_max(self) -> int:
@@ -92,6 +94,8 @@ class TrainSpec:
             eval_every_samples=self.eval_every_samples,
             eval_max_samples=self.eval_max_samples,
             seed=self.seed,
+            loss=self.loss,
+            metric=self.metric,
         )
 
 
@@ -138,7 +142,7 @@ class RunSetup:
             spec=spec,
             data=on_device,
             trainer=Trainer(model, on_device, cfg, tdev),
-            workload=workload_of(model, spec.model, data.input_shape),
+            workload=workload_of(model, spec.model, data.input_shape, data.task),
             cuda_sync=torch.cuda.synchronize if tdev.startswith("cuda") else None,
             config=_identity(spec, cfg, data, device.name),
             device_info=info.to_dict(),
@@ -219,6 +223,7 @@ def _to_torch_device(data: Splits, tdev: str) -> Splits:
 def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> dict[str, Any]:
     """Everything that makes a run this run: a checkpoint of another is refused."""
     from undercap.artifacts.io import file_sha256
+    from undercap.models.user import code_digest
 
     sha = None if spec.pretrained is None else file_sha256(spec.pretrained, what="weights file")
     return {
@@ -234,6 +239,7 @@ def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> di
         "freq_mhz": spec.freq_mhz,
         "power_limit_w": spec.power_limit_w,
         "guard_window_s": spec.guard_window_s,
+        "user_code": code_digest(spec.model, data.name, spec.loss, spec.metric),
     }
 
 
