@@ -41,6 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="classes of the target task (default 10; vocabulary size for text)",
     )
     p.add_argument(
+        "--task",
+        choices=("classification", "next-token"),
+        default=None,
+        help="your own model's task: classification (float inputs of --input-shape) or "
+        "next-token (token ids in); built-in models know theirs",
+    )
+    p.add_argument(
         "--batch-sizes",
         type=int_list,
         default=None,
@@ -105,12 +112,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from undercap.artifacts import save_profile
+    from undercap.errors import UndercapError
     from undercap.models import model_spec
     from undercap.profile import ProfileSettings, run_profile
     from undercap.report.text import profile_summary
 
     spec = model_spec(args.model)
     input_shape = args.input_shape or spec.default_input_shape
+    if input_shape is None:
+        raise UndercapError(f"{args.model} has no default input shape: pass --input-shape")
     settings = ProfileSettings(
         warmup_steps=args.warmup,
         measure_steps=args.steps,
@@ -130,6 +140,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             settings=settings,
             torch_device=args.torch_device,
             progress=not args.no_progress,
+            task=args.task,
         )
     save_profile(args.output, profile)
     print(profile_summary(profile))

@@ -8,6 +8,7 @@ estimate run by what fixes its trajectory (estimate.config.run_key).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,17 +31,38 @@ def stderr_log(msg: str) -> None:
 
 
 # --- profiles ---------------------------------------------------------------------------
-def model_shape(model: str, data: DataSpec) -> tuple[int, ...]:
-    """The per-sample input shape the model trains on: (context,) for next-token
-    models, else the data spec's image shape, else the model's default."""
+@dataclass(frozen=True)
+class ModelInput:
+    """What profiling a model for some data needs: its per-sample input shape, the
+    classes of its output layer, and the task (which inputs to feed it)."""
+
+    shape: tuple[int, ...]
+    num_classes: int
+    task: str
+
+
+def model_input(model: str, data: DataSpec) -> ModelInput:
+    """The input a model trains on for `data`: next-token built-ins take (context,)
+    windows; a user's model or a user's dataset (`py:`) is read from the data itself
+    (loaded once); otherwise the data spec's image shape or the model's default."""
     spec = model_spec(model)
-    if spec.is_sequence:
-        return (int(data.context),)
-    if data.input_shape:
-        return tuple(data.input_shape)
-    if spec.default_input_shape is None:
+    if spec.builtin and spec.is_sequence:
+        return ModelInput((int(data.context),), spec.profile_classes(), "next-token")
+    if not spec.builtin or data.dataset.startswith("py:"):
+        splits = _loaded(data)
+        shape = tuple(data.input_shape) if data.input_shape else splits.input_shape
+        return ModelInput(shape, splits.num_classes, spec.task_for(splits.task))
+    shape = tuple(data.input_shape) if data.input_shape else spec.default_input_shape
+    if shape is None:
         raise UndercapError(f"{model} has no default input shape; pass --input-shape")
-    return spec.default_input_shape
+    return ModelInput(shape, spec.profile_classes(), spec.task_for(None))
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded(data: DataSpec) -> Any:
+    from undercap.data.spec import load_splits
+
+    return load_splits(data)
 
 
 def profile_model(
@@ -55,10 +77,12 @@ def profile_model(
     efficient_for_w: Optional[float] = None,
     progress: bool = True,
     log: Log = stderr_log,
+    task: Optional[str] = None,
 ) -> Profile:
     """Profile `model` on `device` (cached): a full sweep, or the paper's efficient
     sweep for the limit `efficient_for_w` (Sec. 4.1). host_steps=False: simulated
-    devices give t and P from their model alone, without running it on the host."""
+    devices give t and P from their model alone, without running it on the host.
+    `task` says which inputs a user's model takes (built-ins know theirs)."""
     from undercap.profile import ProfileSettings, run_profile
 
     key = {
@@ -69,6 +93,8 @@ def profile_model(
         "num_classes": num_classes,
         "host_steps": host_steps,
         "efficient_for_w": efficient_for_w,
+        "task": task,
+        "user_code": code_digest(model),
         "undercap_version": __version__,
     }
 
@@ -83,6 +109,7 @@ def profile_model(
             efficient=efficient_for_w is not None,
             settings=ProfileSettings(host_steps=host_steps),
             progress=progress,
+            task=task,
         ).to_dict()
 
     def hit(entry: Any) -> None:
@@ -113,16 +140,18 @@ def reuse_or_profile(
             )
         log(f"reusing profile {given}")
         return profile
+    inp = model_input(model, target)
     return profile_model(
         device,
         model,
-        model_shape(model, target),
+        inp.shape,
         batch_sizes,
-        num_classes=model_spec(model).profile_classes(),
+        num_classes=inp.num_classes,
         cache=cache,
         efficient_for_w=efficient_for_w,
         progress=progress,
         log=log,
+        task=inp.task,
     )
 
 
