@@ -245,3 +245,34 @@ def test_small_cnn_learns_digits() -> None:
     )
     result = Trainer(model, data, cfg).run()
     assert result.reached and result.final_accuracy >= 0.9
+
+
+@pytest.mark.parametrize(
+    "name, shape, classes",
+    [
+        ("small-cnn", (1, 8, 8), 10),
+        ("mobilenetv2", (3, 32, 32), 10),
+        ("char-transformer", (16,), 97),
+    ],
+)
+def test_torch_2_0_flop_fallback_counts_what_flop_counter_counts(name, shape, classes) -> None:
+    """JetPack 5's torch 2.0 has no torch.utils.flop_counter: the fallback counts the
+    same FLOPs (matmuls, convolutions with the grouped-backward fix, attention)."""
+    import torch.nn.functional as F
+
+    from undercap.models.flops import FallbackFlopCounter, flop_counter
+
+    model = build_model(name, num_classes=classes, input_shape=shape)
+    totals = []
+    for fallback in (False, True):
+        gen = torch.Generator().manual_seed(0)
+        seq = len(shape) == 1
+        x = torch.randint(0, classes, (2, *shape), generator=gen) if seq else torch.randn(2, *shape)
+        y = torch.randint(0, classes, (2, *shape) if seq else (2,), generator=gen)
+        counter = flop_counter(force_fallback=fallback)
+        assert isinstance(counter, FallbackFlopCounter) == fallback
+        with counter:
+            out = model(x)
+            F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1)).backward()
+        totals.append(counter.get_total_flops())
+    assert totals[0] > 0 and totals[0] == totals[1]

@@ -54,6 +54,8 @@ _API = {
     "baseline2": "undercap.select",
     "safe_freq_mhz": "undercap.select",
     "train_on_device": "undercap.train",
+    "capped": "undercap.train.api",
+    "CappedResult": "undercap.train.api",
     # recipes
     "build_selection": "undercap.recipes.select",
     "RunConfig": "undercap.recipes.run",

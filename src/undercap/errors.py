@@ -1,5 +1,10 @@
 """Errors a user can cause and fix. The CLI prints them as one `error:` line, exit 2."""
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 
 class UndercapError(Exception):
     """Base class: the message says what went wrong and what to do."""
@@ -27,3 +32,20 @@ class DeviceOutOfMemoryError(DeviceError):
 
 class InfeasibleError(UndercapError):
     """No configuration satisfies the power limit."""
+
+
+class MissingExtraError(UndercapError):
+    """An optional dependency is not installed: the message names the pip install."""
+
+
+def require(module: str, extra: str, purpose: str) -> Any:
+    """Import an optional dependency, or say which extra to install: the core install
+    is only what a Jetson needs to train (torch, numpy, tqdm); plotting, .mat files,
+    the bundled digits and image folders are extras (pyproject.toml)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingExtraError(
+            f"{purpose} needs {module.split('.')[0]}, which is not installed: "
+            f"pip install 'undercap[{extra}]'"
+        ) from e

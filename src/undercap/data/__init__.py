@@ -42,7 +42,7 @@ from undercap.data import text as _text
 from undercap.data import transforms as _tf
 from undercap.data.base import Splits
 from undercap.data.folder import read_folder
-from undercap.errors import DataError, UndercapError
+from undercap.errors import DataError, UndercapError, require
 
 __all__ = ["DATASET_KINDS", "Splits", "load_dataset", "parse_spec"]
 
@@ -134,8 +134,7 @@ def _read_images(
     shape: Optional[tuple[int, ...]],
 ) -> _img.RawImages:
     if kind == "digits":
-        from sklearn.datasets import load_digits
-
+        load_digits = require("sklearn.datasets", "digits", "the bundled digits").load_digits
         d = load_digits()  # pixel values 0..16; normalisation makes the scale irrelevant
         return _img.RawImages(
             d.images.astype(np.float32), d.target.astype(np.int64), None, None, 10

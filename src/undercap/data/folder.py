@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from undercap.data.images import RawImages
-from undercap.errors import DataError
+from undercap.errors import DataError, require
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 _GRAY_MODES = {"1", "L", "LA", "I", "I;16", "F"}
@@ -44,7 +44,8 @@ def _list(root: Path, classes: list[str]) -> tuple[list[Path], list[int]]:
 
 
 def _decode(files: list[Path], size_hw: Optional[tuple[int, int]]) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError  # Pillow comes with matplotlib
+    pil = require("PIL.Image", "images", "reading image folders")
+    Image, UnidentifiedImageError = pil, pil.UnidentifiedImageError
 
     images, gray = [], True
     bar = tqdm(

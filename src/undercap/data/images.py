@@ -28,7 +28,7 @@ from typing import Optional
 
 import numpy as np
 
-from undercap.errors import DataError
+from undercap.errors import DataError, require
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def read_cifar(root: Path, name: str) -> RawImages:
 
 # --- SVHN .mat ---------------------------------------------------------------------
 def _svhn_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    import scipy.io  # only this format needs scipy
+    scipy_io = require("scipy.io", "mat", "reading SVHN's .mat files")
 
     if not path.is_file():
         raise DataError(
@@ -180,7 +180,7 @@ def _svhn_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
             "test_32x32.mat under --data-dir"
         )
     try:
-        m = scipy.io.loadmat(str(path))
+        m = scipy_io.loadmat(str(path))
         x, y = np.asarray(m["X"]), np.asarray(m["y"])
     except Exception as e:  # MatReadError, KeyError, NotImplementedError (v7.3 HDF5)
         raise DataError(

@@ -65,7 +65,7 @@ def map_shape(x: torch.Tensor, shape: Optional[tuple[int, ...]]) -> torch.Tensor
     if c == 1 and x.shape[1] == 3:
         weights = torch.tensor(_LUMA, dtype=x.dtype).view(1, 3, 1, 1)
         x = (x * weights).sum(dim=1, keepdim=True)
-    elif c not in (1, 3) or (x.shape[1] != 1 and x.shape[1] != c):
+    elif x.shape[1] != c and not (x.shape[1] == 1 and c == 3):
         raise DataError(f"cannot map {x.shape[1]}-channel images to {c} channels")
     if tuple(x.shape[2:]) != (h, w):
         shrink = h < x.shape[2] or w < x.shape[3]

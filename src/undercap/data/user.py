@@ -154,7 +154,12 @@ def _map_shape(
     if len(tuple(shape)) == 3 and x_tr.dim() == 4 and x_tr.is_floating_point():
         from undercap.data.transforms import map_shape
 
-        return map_shape(x_tr, tuple(shape)), map_shape(x_te, tuple(shape))
+        def mapped(x: torch.Tensor) -> torch.Tensor:
+            x = map_shape(x, tuple(shape))  # type: ignore[arg-type]
+            # gray -> colour by replication, as the built-in loaders do (a view)
+            return x.expand(-1, int(shape[0]), -1, -1) if x.shape[1] == 1 else x  # type: ignore[index]
+
+        return mapped(x_tr), mapped(x_te)
     raise DataError(
         f"dataset {text!r}: inputs have shape {tuple(x_tr.shape[1:])}, not the requested "
         f"{tuple(shape)} (only float images (C, H, W) are resized)"

@@ -5,10 +5,10 @@ model on the CPU (random inputs and labels) and measures:
 
 * flops_per_sample: forward + backward FLOPs from torch.utils.flop_counter.FlopCounterMode
   (2 FLOPs per multiply-accumulate; convolutions, matmuls and attention only, as
-  FlopCounterMode counts them). The CPU attention kernels have no formula in torch
-  2.x, so they get the same formulas torch uses for the CUDA flash/efficient kernels
-  (full, not causal-halved, score matrix). Grouped (depthwise) convolution backward
-  gets a corrected formula (torch's ignores groups).
+  FlopCounterMode counts them), with corrections and a torch 2.0 fallback in
+  models/flops.py: the CPU attention kernels get the formulas torch uses for the
+  CUDA flash/efficient kernels (full, not causal-halved, score matrix), and grouped
+  (depthwise) convolution backward a corrected formula (torch's ignores groups).
 * activation_bytes_per_sample: bytes of the tensors autograd saves for the backward
   pass (torch.autograd.graph.saved_tensors_hooks), each storage counted once,
   parameters excluded. This is exactly what must stay resident until backward.
@@ -43,14 +43,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-from torch.utils.flop_counter import (
-    FlopCounterMode,
-    sdpa_backward_flop_count,
-    sdpa_flop_count,
-)
 
 from undercap.artifacts.workload import Workload
-from undercap.models.registry import model_spec
+from undercap.models.flops import flop_counter
+from undercap.models.registry import BUILTIN
 
 _aten = torch.ops.aten
 _BATCHES = (2, 4)
@@ -70,46 +66,6 @@ _NO_KERNEL = {
     "zeros_like_meta",
 }
 _cache: dict[tuple[Any, ...], Workload] = {}
-
-
-def _sdpa_cpu_flops(q: Any, k: Any, v: Any, *_: Any, out_shape: Any = None, **__: Any) -> int:
-    return sdpa_flop_count(q, k, v)
-
-
-def _sdpa_cpu_bwd_flops(
-    g: Any, q: Any, k: Any, v: Any, *_: Any, out_shape: Any = None, **__: Any
-) -> int:
-    return sdpa_backward_flop_count(g, q, k, v)
-
-
-def _conv_bwd_flops(
-    grad_out: Any,
-    x: Any,
-    w: Any,
-    _bias: Any,
-    _stride: Any,
-    _pad: Any,
-    _dil: Any,
-    transposed: bool,
-    _out_pad: Any,
-    _groups: int,
-    output_mask: Sequence[bool],
-    out_shape: Any = None,
-) -> int:
-    # torch's own formula ignores `groups` (it counts a depthwise conv's backward as a
-    # dense one, ~40x too much for MobileNetV2). Each of grad-input and grad-weight
-    # costs exactly the forward's multiply-adds: 2 * (output elements) * (weight
-    # elements per output channel); for a transposed conv the roles of input and
-    # output swap.
-    fwd = 2 * math.prod(x if transposed else grad_out) * math.prod(w[1:])
-    return fwd * (int(output_mask[0]) + int(output_mask[1]))
-
-
-_FLOP_FORMULAS = {
-    _aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flops,
-    _aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_bwd_flops,
-    _aten.convolution_backward: _conv_bwd_flops,
-}
 
 
 def _launches_kernel(func: Any) -> bool:
@@ -180,9 +136,7 @@ def _count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> _StepCoun
         return t
 
     model.zero_grad(set_to_none=True)
-    with FlopCounterMode(
-        display=False, custom_mapping=_FLOP_FORMULAS
-    ) as fc, _KernelCounter() as kc:
+    with flop_counter() as fc, _KernelCounter() as kc:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -208,15 +162,18 @@ def workload_of(
 ) -> Workload:
     """Measure a model's training cost per sample (see module docstring). The model
     itself is not touched (a CPU copy is stepped). `task` ("classification" or
-    "next-token") says what inputs to feed a user's model (built-ins know theirs)."""
+    "next-token") says what inputs to feed a user's model (built-ins know theirs);
+    `name` labels the workload (any name: a model in a user's own loop has none in
+    the registry, and is counted with Adam's optimizer step)."""
     input_shape = tuple(int(s) for s in input_shape)
-    spec = model_spec(name)
-    sequence = spec.task_for(task) == "next-token"
+    spec = BUILTIN.get(name)
+    sequence = (task or (spec.task if spec else None)) == "next-token"
+    optimizer = spec.optimizer if spec else "adam"
     probe = copy.deepcopy(model).to("cpu").train()
     gen = torch.Generator().manual_seed(0)
     num_classes = _output_classes(probe, sequence, input_shape, gen)
     n_params = sum(p.numel() for p in probe.parameters() if p.requires_grad)
-    key = (name, input_shape, num_classes, n_params)
+    key = (name, input_shape, num_classes, n_params, sequence)
     if key in _cache:
         return _cache[key]
     small, large = (
@@ -230,7 +187,7 @@ def workload_of(
         activation_bytes_per_sample=(large.saved_bytes - small.saved_bytes) / db,
         traffic_bytes_per_sample=(large.traffic_bytes - small.traffic_bytes) / db,
         param_count=n_params,
-        kernels_per_step=small.kernels + optimizer_kernels(probe, spec.optimizer),
+        kernels_per_step=small.kernels + optimizer_kernels(probe, optimizer),
     )
     _cache[key] = wl
     return wl

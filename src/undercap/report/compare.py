@@ -26,6 +26,7 @@ from undercap.artifacts.comparison import (
     summarize,
     summary_for,
 )
+from undercap.errors import require
 
 RUN_COLUMNS = (
     "device",
@@ -301,6 +302,7 @@ def summary_csv(c: Comparison) -> str:
 def plot_bars(c: Comparison, path: Union[str, Path], *, quantity: str = "time") -> Path:
     """Grouped bars per power limit, one bar per method, error bars = std over seeds.
     quantity: "time" (time to accuracy, s) or "energy" (energy to accuracy, J)."""
+    require("matplotlib", "plot", "plotting")
     from matplotlib.figure import Figure
 
     from undercap.report.figures import save_figure

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from undercap.artifacts.efficiency import Efficiency
+from undercap.errors import require
 from undercap.report.figures import save_figure
 
 
@@ -39,6 +40,7 @@ def _mean_curve(seed_curves: list[list[tuple[int, float]]]) -> tuple[list[int], 
 
 def plot_efficiency(eff: Efficiency, path: Union[str, Path]) -> Path:
     """Write the two-panel figure to `path` (format from the suffix, e.g. .png)."""
+    require("matplotlib", "plot", "plotting")
     import matplotlib
     from matplotlib.figure import Figure
 

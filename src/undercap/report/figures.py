@@ -12,11 +12,13 @@ from typing import Any, Optional, Union
 
 from undercap.artifacts.io import atomic_path
 from undercap.artifacts.profile import Profile
+from undercap.errors import require
 
 
 def save_figure(fig: Any, path: Union[str, Path], *, dpi: int = 120) -> Path:
     """Render a matplotlib Figure with the Agg canvas and save it atomically; the
     format comes from the suffix (png when there is none)."""
+    require("matplotlib", "plot", "plotting")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -40,6 +42,7 @@ def plot_profile(
     the region above the power limit shaded; the selected configuration starred and
     the baseline marked (each a select.Choice or anything with its fields, e.g. a
     comparison's ChoiceRecord). Returns the written path."""
+    require("matplotlib", "plot", "plotting")
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.5, 5.0))

@@ -1,0 +1,215 @@
+"""A training session on a device: the one place the device time, energy and power of
+training are accounted and the power cap is held. `train_on_device` runs its loop in
+one; users' own loops get one from `undercap.capped` (train/api.py).
+
+Entering a session takes control of the clocks where that is permitted
+(devices.base.controlled: the original settings come back on every exit path,
+Ctrl-C and SIGTERM included), locks the chosen frequency, starts the power sampler
+and the guard. Then, per optimizer step, `step(samples)`:
+* charges the device the step (`account_step`: a simulated device advances its
+  virtual clock by t(b, f) * b; real devices already did the work) and synchronises,
+  so device-clock deltas bracket exactly the training work;
+* adds the delta to the training time, and the energy: the device counter's delta
+  where there is one; on a simulated device the sampler's integral over its whole
+  window (its clock only advances in training steps); otherwise the sampler's mean
+  power over each span of steps times its length;
+* lets the power guard (guard.py) check the sampler.
+Work that is not training (evaluation, checkpoints) happens inside `paused()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
+
+from undercap import defaults
+from undercap.artifacts.workload import Workload
+from undercap.devices.base import Device, controlled
+from undercap.errors import DevicePermissionError
+from undercap.train.guard import STEP_DOWN, GuardEvent, PowerGuard, can_control_clocks
+
+
+class Accounts:
+    """Device-side totals of the training spans; they survive a resume (checkpoint)."""
+
+    def __init__(self, saved: Optional[dict[str, Any]] = None) -> None:
+        s = saved or {}
+        self.train_time_s = float(s.get("train_time_s", 0.0))
+        self.energy_j = float(s.get("energy_j", 0.0))
+        self.peak_w = float(s.get("peak_w", 0.0))
+        self.max_raw_w = float(s.get("max_raw_w", 0.0))
+        self.exceeded_windows = int(s.get("exceeded_windows", 0))
+        self.last_ckpt_time_s = float(s.get("last_ckpt_time_s", self.train_time_s))
+        self.last_ckpt_samples = int(s.get("last_ckpt_samples", 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def current_freq_mhz(device: Device) -> Optional[float]:
+    """The clock read back, or None where the device cannot say."""
+    try:
+        return float(device.current_freq_mhz())
+    except Exception:
+        return None
+
+
+class Session:
+    """Context manager: clocks locked, power sampled and guarded, training accounted.
+
+    freq_mhz: the clock to lock (None: leave the clocks as they are).
+    workload: what one sample costs (a simulated device needs it to advance its clock;
+        real devices may pass None).
+    saved: a checkpoint's {"accounts", "guard_events"} to continue from, and
+    samples: the samples trained before (both from a resumed run).
+    """
+
+    def __init__(
+        self,
+        device: Device,
+        *,
+        power_limit_w: Optional[float],
+        freq_mhz: Optional[float],
+        workload: Optional[Workload],
+        guard_window_s: float = defaults.GUARD_WINDOW_S,
+        sample_rate_hz: float = defaults.TRAIN_SAMPLE_RATE_HZ,
+        cuda_sync: Optional[Callable[[], None]] = None,
+        saved: Optional[dict[str, Any]] = None,
+        samples: int = 0,
+    ) -> None:
+        self.device, self.workload, self.cuda_sync = device, workload, cuda_sync
+        self.power_limit_w, self.freq_requested = power_limit_w, freq_mhz
+        self.guard_window_s, self.sample_rate_hz = guard_window_s, sample_rate_hz
+        self.acc = Accounts(saved.get("accounts") if saved else None)
+        self._events = (
+            [GuardEvent.from_dict(e) for e in saved.get("guard_events", [])] if saved else []
+        )
+        self._stack = contextlib.ExitStack()
+        self.freq_start: Optional[float] = None
+        self.samples = samples  # trained so far (a resumed run starts where it was)
+        self._seg_peak_w = self._seg_max_raw_w = 0.0
+
+    # --- lifecycle ------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        from undercap.devices.sampler import PowerSampler
+
+        with contextlib.ExitStack() as stack:
+            control = can_control_clocks(self.device)
+            if control:
+                stack.enter_context(controlled(self.device))
+            self.freq_start = self._lock(self.freq_requested, control)
+            self.sampler = stack.enter_context(
+                PowerSampler(self.device, rate_hz=self.sample_rate_hz)
+            )
+            self.guard = PowerGuard(
+                self.device,
+                self.sampler,
+                self.power_limit_w,
+                window_s=self.guard_window_s,
+                start_s=self.device.now_s(),
+                events=self._events,
+            )
+            # Energy of training only (module docstring): which of the three ways.
+            self.use_counter = self.device.energy_j() is not None
+            self.whole_window = not self.use_counter and self.device.is_simulated
+            self._begin_span()
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop sampling and give the clocks back (idempotent)."""
+        self._stack.close()
+
+    def _lock(self, freq_mhz: Optional[float], control: bool) -> Optional[float]:
+        if freq_mhz is None:
+            return current_freq_mhz(self.device)
+        if not control:
+            raise DevicePermissionError(
+                f"{self.device.name} is read-only here: cannot lock {freq_mhz:g} MHz; "
+                "drop --freq-mhz to train at the current clocks, or allow clock control"
+            )
+        return float(self.device.set_freq_mhz(freq_mhz))
+
+    # --- spans of training work -----------------------------------------------------
+    def _sync(self) -> None:
+        if self.cuda_sync is not None:
+            self.cuda_sync()
+        self.device.synchronize()
+
+    def _begin_span(self) -> None:
+        self._sync()
+        self._t_last = self.device.now_s()
+        self._e_last = self.device.energy_j() if self.use_counter else None
+        self._span_s = 0.0
+
+    def _close_span(self) -> None:
+        """Charge the energy of the span that just ended (sampler-based devices)."""
+        if not self.use_counter and not self.whole_window and self._span_s > 0:
+            mean_w = self.sampler.window_mean_w(self._span_s)
+            if mean_w is not None and math.isfinite(mean_w):
+                self.acc.energy_j += mean_w * self._span_s
+        self._span_s = 0.0
+
+    def pause(self) -> None:
+        """Stop charging: what follows (evaluation, checkpoints) is not training."""
+        self._close_span()
+
+    def resume(self) -> None:
+        """Charge again from now on."""
+        self._begin_span()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Work inside the block (evaluation, checkpoints) is not charged to training."""
+        self.pause()
+        try:
+            yield
+        finally:
+            self.resume()
+
+    def step(self, samples: int) -> None:
+        """Account one optimizer step that trained on `samples` samples."""
+        if self.workload is not None:
+            self.device.account_step(self.workload, samples)
+        self._sync()
+        t = self.device.now_s()
+        dt = max(t - self._t_last, 0.0)
+        self._t_last = t
+        self._span_s += dt
+        self.acc.train_time_s += dt
+        if self.use_counter:
+            e = self.device.energy_j()
+            if e is not None and self._e_last is not None:
+                self.acc.energy_j += max(e - self._e_last, 0.0)
+            self._e_last = e
+        self.samples += samples
+        self.guard.check(t, self.acc.train_time_s, self.samples)
+
+    # --- what happened ----------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The accounts with this process's power peaks (and whole-window energy)."""
+        stats = self.sampler.stats()
+        self._seg_peak_w = max(self._seg_peak_w, float(stats.peak_w))
+        self._seg_max_raw_w = max(self._seg_max_raw_w, float(stats.max_raw_w))
+        acc = self.acc.to_dict()
+        if self.whole_window:
+            acc["energy_j"] += float(stats.energy_j)
+        acc["peak_w"] = max(acc["peak_w"], self._seg_peak_w)
+        acc["max_raw_w"] = max(acc["max_raw_w"], self._seg_max_raw_w)
+        acc["exceeded_windows"] = self.acc.exceeded_windows + self.guard.exceeded_windows
+        return acc
+
+    def locked_mhz(self) -> Optional[float]:
+        """The clock the run holds now: the guard's last step-down, else the one
+        locked at the start (not a read-back, which a thermal cap may lower)."""
+        downs = [e.to_mhz for e in self.guard.events if e.action == STEP_DOWN]
+        return downs[-1] if downs else self.freq_requested
+
+    @property
+    def energy_source(self) -> str:
+        return "counter" if self.use_counter else "sampler"
