@@ -72,12 +72,14 @@ def runtime_py39_syntax(source: str) -> list[str]:
     for node in ast.walk(tree):
         if id(node) in skip:
             continue
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-            if node.value.id in RUNTIME_GENERICS | (ABC_GENERICS & abc):
-                found.append(f"line {node.lineno}: {node.value.id}[...] at runtime")
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
-            if len(node.args) == 2 and isinstance(node.args[1], ast.BinOp):
-                found.append(f"line {node.lineno}: isinstance(x, A | B)")
+        name = getattr(getattr(node, "value", None), "id", None)
+        if isinstance(node, ast.Subscript) and name in RUNTIME_GENERICS | (ABC_GENERICS & abc):
+            found.append(f"line {node.lineno}: {name}[...] at runtime")
+        is_isinstance = (
+            isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"
+        )
+        if is_isinstance and len(node.args) == 2 and isinstance(node.args[1], ast.BinOp):
+            found.append(f"line {node.lineno}: isinstance(x, A | B)")
     return found
 
 
