@@ -1,0 +1,39 @@
+"""STEP 3: choose the batch size and GPU frequency (paper Sec. 4.3, 5.1).
+
+core.py is Algorithm 1 and the oracle; baselines.py the paper's Baselines 1 and 2 at
+the safe frequency. Everything is a pure function of a Profile and r(b): no I/O, no
+numpy, no torch, so `undercap select` starts instantly and the logic is tested
+against a brute force (tests/test_select.py).
+"""
+
+from undercap.select.baselines import baseline1, baseline2, safe_freq_mhz
+from undercap.select.core import (
+    BASELINE1,
+    BASELINE2,
+    ORACLE,
+    OURS,
+    Choice,
+    excluded_batch_sizes,
+    expected_speedup,
+    lowest_feasible_power_w,
+    oracle,
+    per_batch,
+    select_ours,
+)
+
+__all__ = [
+    "BASELINE1",
+    "BASELINE2",
+    "ORACLE",
+    "OURS",
+    "Choice",
+    "baseline1",
+    "baseline2",
+    "excluded_batch_sizes",
+    "expected_speedup",
+    "lowest_feasible_power_w",
+    "oracle",
+    "per_batch",
+    "safe_freq_mhz",
+    "select_ours",
+]
