@@ -99,6 +99,25 @@ def add_objective_args(p: Any) -> None:
     )
 
 
+def add_objective_choice(p: Any) -> None:
+    """--objective and --energy-budget-j (select/objectives.py)."""
+    p.add_argument(
+        "--objective",
+        choices=("time", "energy", "edp"),
+        default="time",
+        help="what to minimise under the cap: time to the target (the paper's, default), "
+        "energy to the target, or energy x time",
+    )
+    p.add_argument(
+        "--energy-budget-j",
+        type=positive_float,
+        default=None,
+        metavar="J",
+        help="a battery: the fastest configuration whose predicted energy to the target "
+        "fits this many joules",
+    )
+
+
 def add_device_args(
     p: argparse.ArgumentParser, *, default: Optional[str] = defaults.DEVICE
 ) -> None:

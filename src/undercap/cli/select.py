@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from undercap.cli.common import positive_float, print_json
+from undercap.cli.common import add_objective_choice, positive_float, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="E2",
         help="efficiency JSON Baseline 2 picks its batch size from (default: --efficiency)",
     )
+    add_objective_choice(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_select)
 
@@ -56,7 +57,13 @@ def cmd_select(args: argparse.Namespace) -> int:
         proxy = load_efficiency(args.proxy_efficiency)
         _same_model(profile, proxy, args.profile, args.proxy_efficiency)
     selection = build_selection(
-        profile, eff, args.power_limit, proxy=proxy, safe_freq_mhz=args.safe_freq_mhz
+        profile,
+        eff,
+        args.power_limit,
+        proxy=proxy,
+        safe_freq_mhz=args.safe_freq_mhz,
+        objective=args.objective,
+        energy_budget_j=args.energy_budget_j,
     )
     result = selection.to_dict()
     result.update(

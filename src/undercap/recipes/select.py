@@ -27,6 +27,27 @@ def training_of(eff: Efficiency) -> dict[str, Any]:
     return {k: v for k, v in pairs if v is not None}
 
 
+def samples_bmax(eff: Efficiency) -> Optional[float]:
+    """N(b_max): the mean samples the reference batch size took to the target (the
+    scale that turns r(b) into samples, time and energy)."""
+    means = eff.extra.get("samples_to_target_mean") or {}
+    ref = eff.extra.get("reference_batch_size") or max(eff.relative)
+    if means.get(str(ref)) is not None:
+        return float(means[str(ref)])
+    runs = [n for n in eff.samples_to_target.get(int(ref), ()) if n is not None]
+    return sum(runs) / len(runs) if runs else None
+
+
+def _predicted(choice: Any, n_max: Optional[float]) -> dict[str, Any]:
+    """Time and energy to the target the profile and r(b) predict for the choice."""
+    r = choice.relative_samples
+    if n_max is None or r is None:
+        return {"predicted_time_s": None, "predicted_energy_j": None}
+    time_s = choice.time_per_sample_s * r * n_max
+    energy = None if choice.mean_power_w is None else choice.mean_power_w * time_s
+    return {"predicted_time_s": time_s, "predicted_energy_j": energy}
+
+
 def build_selection(
     profile: Profile,
     eff: Efficiency,
@@ -35,11 +56,27 @@ def build_selection(
     proxy: Optional[Efficiency] = None,
     safe_freq_mhz: Optional[float] = None,
     training: Optional[dict[str, Any]] = None,
+    objective: str = "time",
+    energy_budget_j: Optional[float] = None,
 ) -> Selection:
-    """Our choice, why batch sizes were left out, and both baselines (Baseline 2 picks
-    from `proxy`, default `eff`). Expected speed-ups use r(b) from `eff`."""
-    choice = sel.select_ours(profile, eff.relative, power_limit_w)
+    """Our choice for `objective` (select/objectives.py; Algorithm 1 for time), why
+    batch sizes were left out, and both baselines (Baseline 2 picks from `proxy`,
+    default `eff`). Expected speed-ups use r(b) from `eff`."""
+    n_max = samples_bmax(eff)
+    choice = sel.choose(
+        profile,
+        eff.relative,
+        power_limit_w,
+        objective=objective,
+        energy_budget_j=energy_budget_j,
+        samples_bmax=n_max,
+    )
     extra: dict[str, Any] = {
+        "objective": objective,
+        "energy_budget_j": energy_budget_j,
+        "mean_power_w": choice.mean_power_w,
+        "samples_bmax": n_max,
+        **_predicted(choice, n_max),
         "headroom_w": None if power_limit_w is None else power_limit_w - choice.peak_power_w,
         "dataset": eff.dataset,
         "target_accuracy": eff.target_accuracy,
@@ -58,7 +95,8 @@ def build_selection(
     extra["baseline2"] = _baseline(
         lambda: sel.baseline2(profile, rel_proxy, power_limit_w, safe), choice, eff, why_not
     )
-    fields = {k: v for k, v in choice.to_dict().items() if k != "power_limit_w"}
+    own = ("power_limit_w", "mean_power_w", "objective")
+    fields = {k: v for k, v in choice.to_dict().items() if k not in own}
     return Selection(
         **fields,
         power_limit_w=power_limit_w,
@@ -107,5 +145,7 @@ def _baseline(make: Any, choice: Any, eff: Any, why_not: Optional[str]) -> dict[
             "(it never reached the target there): no finite time-to-accuracy to compare"
         )
     else:
-        out["expected_speedup"] = base.time_per_sample_s * r / choice.score
+        # a ratio of times, whatever the objective: t * r of each
+        ours = choice.time_per_sample_s * choice.relative_samples
+        out["expected_speedup"] = base.time_per_sample_s * r / ours
     return out

@@ -81,15 +81,27 @@ def _ms(t_s: float) -> str:
 def selection_summary(res: dict[str, Any]) -> str:
     """`undercap select` without --json: the choice, exclusions and baselines."""
     sim = " (simulated device)" if res["simulated"] else ""
+    objective = res.get("objective", "time")
+    how = {"time": "Algorithm 1", "energy": "least energy", "edp": "least energy x time"}
+    rule = how.get(objective, objective)
+    if res.get("energy_budget_j") is not None:
+        rule = f"fastest within {res['energy_budget_j']:g} J"
+    t_r = res["time_per_sample_s"] * res["relative_samples"]
     lines = [
         f"{res['model']} on {res['device']}{sim}, power limit {_limit(res['power_limit_w'])}",
-        f"  choice: batch size {res['batch_size']} at {res['freq_mhz']:g} MHz (Algorithm 1)",
+        f"  choice: batch size {res['batch_size']} at {res['freq_mhz']:g} MHz ({rule})",
         f"    time per sample {_ms(res['time_per_sample_s'])}; samples to target "
-        f"{res['relative_samples']:.3g}x those of the largest batch "
-        f"(score t*r {_ms(res['score'])})",
+        f"{res['relative_samples']:.3g}x those of the largest batch (t*r {_ms(t_r)})",
         f"    peak power {res['peak_power_w']:.2f} W of {_limit(res['power_limit_w'])}"
         + ("" if res["headroom_w"] is None else f" ({res['headroom_w']:.2f} W headroom)"),
     ]
+    if res.get("predicted_time_s") is not None:
+        energy = res.get("predicted_energy_j")
+        lines.append(
+            f"    predicted to the target: {res['predicted_time_s']:.4g} s"
+            + ("" if energy is None else f", {energy:.4g} J")
+            + f" (N(b_max) = {res['samples_bmax']:.0f} samples on {res['dataset']})"
+        )
     if res["excluded_batch_sizes"]:
         lines.append("  excluded batch sizes:")
         lines += [f"    {x['batch_size']}: {x['reason']}" for x in res["excluded_batch_sizes"]]

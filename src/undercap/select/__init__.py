@@ -1,7 +1,8 @@
 """STEP 3: choose the batch size and GPU frequency (paper Sec. 4.3, 5.1).
 
 core.py is Algorithm 1 and the oracle; baselines.py the paper's Baselines 1 and 2 at
-the safe frequency. Everything is a pure function of a Profile and r(b): no I/O, no
+the safe frequency; objectives.py least energy, energy x time, or least time within
+an energy budget (`choose`). Everything is a pure function of a Profile and r(b): no I/O, no
 numpy, no torch, so `undercap select` starts instantly and the logic is tested
 against a brute force (tests/test_select.py).
 """
@@ -20,15 +21,19 @@ from undercap.select.core import (
     per_batch,
     select_ours,
 )
+from undercap.select.objectives import OBJECTIVES, choose, energy_to_target_j
 
 __all__ = [
     "BASELINE1",
     "BASELINE2",
+    "OBJECTIVES",
     "ORACLE",
     "OURS",
     "Choice",
     "baseline1",
     "baseline2",
+    "choose",
+    "energy_to_target_j",
     "excluded_batch_sizes",
     "expected_speedup",
     "lowest_feasible_power_w",

@@ -37,7 +37,8 @@ class Choice:
 
     relative_samples is r(b) = N(b) / N(b_max) and score = t * r (time-to-accuracy
     in units of N(b_max) samples); both are None for a Baseline 1 choice made
-    without efficiency data, since that baseline does not use r.
+    without efficiency data, since that baseline does not use r. With another
+    objective (select/objectives.py) the score is that objective's value.
     """
 
     method: str
@@ -48,13 +49,16 @@ class Choice:
     relative_samples: Optional[float]
     score: Optional[float]
     power_limit_w: Optional[float]
+    mean_power_w: Optional[float] = None  # the profile's mean power: energy = P * t * r
+    objective: str = "time"  # what `score` measures (select/objectives.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Choice:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
 
 
 # --- input checks -----------------------------------------------------------------
@@ -128,6 +132,7 @@ def _choice(method: str, row: ProfileRow, r: Optional[float], limit: Optional[fl
         relative_samples=r,
         score=None if r is None else row.time_per_sample_s * r,
         power_limit_w=limit,
+        mean_power_w=row.mean_power_w,
     )
 
 

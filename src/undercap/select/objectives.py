@@ -1,0 +1,141 @@
+"""What "best" means: least time (the paper's), least energy, least energy x time, or
+least time within an energy budget. Pure functions of the profile and r(b).
+
+Per sample of N(b_max) (the same units as Algorithm 1's score t * r, Sec. 4.3), a
+configuration (b, f) costs
+    time    t(b, f) * r(b)                     seconds
+    energy  P_mean(b, f) * t(b, f) * r(b)      joules (mean board power while training)
+    edp     energy * time                      the energy-delay product (Gonzalez &
+                                               Horowitz, IEEE JSSC 1996)
+and each objective picks the feasible (b, f) that minimises its cost. For time the
+highest feasible clock of each batch size wins (Algorithm 1); for energy a lower
+clock can win, since dynamic power falls with V(f)^2 f while the static board power
+is paid for longer (the DVFS "race to idle" trade-off), so every feasible row is a
+candidate.
+
+An energy budget (a battery: `energy_budget_j`) needs absolute energy, so it needs
+N(b_max), the samples the largest batch takes to the target (`samples_bmax`, e.g. the
+estimate's mean; the proxy's, so the budget check is as good as the proxy's scale):
+energy_to_target(b, f) = P_mean * t * r(b) * N(b_max). Among the rows that fit the
+budget the fastest wins; when none fits, InfeasibleError names the least energy any
+feasible configuration needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Optional
+
+from undercap.artifacts.profile import Profile, ProfileRow
+from undercap.errors import InfeasibleError, UndercapError
+from undercap.select.core import (
+    OURS,
+    Choice,
+    _best,
+    _by_batch,
+    _check_limit,
+    _check_relative,
+    _choice,
+    _select,
+    _within,
+)
+
+OBJECTIVES = ("time", "energy", "edp")
+
+
+def cost(row: ProfileRow, r: float, objective: str) -> float:
+    """The objective's cost of training with `row` per sample of N(b_max)."""
+    time_s = row.time_per_sample_s * r
+    energy_j = row.mean_power_w * time_s
+    if objective == "time":
+        return time_s
+    if objective == "energy":
+        return energy_j
+    if objective == "edp":
+        return energy_j * time_s
+    raise UndercapError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+
+
+def energy_to_target_j(row: ProfileRow, r: float, samples_bmax: float) -> float:
+    """Predicted energy to the target: P_mean * t * r(b) * N(b_max)."""
+    return row.mean_power_w * row.time_per_sample_s * r * samples_bmax
+
+
+def _candidates(
+    profile: Profile, relative: Mapping[int, float], limit: Optional[float]
+) -> Iterable[tuple[ProfileRow, float]]:
+    rel = _check_relative(relative, "efficiency")
+    for b, rows in sorted(_by_batch(profile).items()):
+        if b in rel:
+            for row in rows:
+                if _within(row, limit):
+                    yield row, rel[b]
+
+
+def _scored(
+    row: ProfileRow, r: float, limit: Optional[float], objective: str, method: str
+) -> Choice:
+    c = _choice(method, row, r, limit)
+    return Choice(**{**c.to_dict(), "score": cost(row, r, objective), "objective": objective})
+
+
+def choose(
+    profile: Profile,
+    relative: Mapping[int, float],
+    power_limit_w: Optional[float],
+    *,
+    objective: str = "time",
+    energy_budget_j: Optional[float] = None,
+    samples_bmax: Optional[float] = None,
+    method: str = OURS,
+) -> Choice:
+    """The feasible configuration that is best for `objective` (module docstring);
+    with `energy_budget_j`, the fastest whose energy to the target fits it."""
+    limit = _check_limit(power_limit_w)
+    if objective not in OBJECTIVES:
+        raise UndercapError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+    if energy_budget_j is not None:
+        return _within_budget(profile, relative, limit, energy_budget_j, samples_bmax, method)
+    if objective == "time":  # Algorithm 1 itself: the highest feasible clock per b
+        return _select(profile, relative, limit, method)
+    best = _best(
+        _scored(row, r, limit, objective, method)
+        for row, r in _candidates(profile, relative, limit)
+    )
+    return best if best is not None else _select(profile, relative, limit, method)
+
+
+def _within_budget(
+    profile: Profile,
+    relative: Mapping[int, float],
+    limit: Optional[float],
+    budget_j: float,
+    samples_bmax: Optional[float],
+    method: str,
+) -> Choice:
+    if not budget_j > 0:
+        raise UndercapError(f"energy budget must be a positive number of joules, got {budget_j}")
+    if samples_bmax is None or not samples_bmax > 0:
+        raise UndercapError(
+            "an energy budget needs N(b_max), the samples the largest batch takes to the "
+            "target (the efficiency artifact's samples_to_target)"
+        )
+    feasible = list(_candidates(profile, relative, limit))
+    if not feasible:
+        return _select(profile, relative, limit, method)  # raises the infeasible error
+    fits = [
+        _scored(row, r, limit, "time", method)
+        for row, r in feasible
+        if energy_to_target_j(row, r, samples_bmax) <= budget_j
+    ]
+    best = _best(fits)
+    if best is not None:
+        return best
+    row, r = min(feasible, key=lambda x: energy_to_target_j(x[0], x[1], samples_bmax))
+    need = energy_to_target_j(row, r, samples_bmax)
+    raise InfeasibleError(
+        f"no configuration reaches the target within {budget_j:g} J: the least energy "
+        f"needed is {need:.0f} J (batch size {row.batch_size} at {row.freq_mhz:g} MHz"
+        f"{'' if limit is None else f', under {limit:g} W'}); raise --energy-budget-j to at "
+        "least that"
+    )
