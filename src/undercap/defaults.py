@@ -47,6 +47,10 @@ RECIPE_MAX_SAMPLES = 20_000
 RECIPE_EVAL_EVERY_SAMPLES = 256
 COMPARE_SEEDS = 3
 
+# --- power caps that change during training ----------------------------------------------
+#: a live power source (--power-source FILE) is read again every this many seconds
+POWER_SOURCE_POLL_S = 10.0
+
 # --- devices --------------------------------------------------------------------------
 #: the device commands use when none is named
 DEVICE = "sim:jetson-nano"

@@ -39,6 +39,17 @@ class Efficiency:
         return tuple(sorted(self.samples_to_target))
 
     @property
+    def samples_bmax(self) -> Optional[float]:
+        """N(b_max): the mean samples the reference batch size took to the target (the
+        scale that turns r(b) into samples, time and energy); None if unknown."""
+        means = self.extra.get("samples_to_target_mean") or {}
+        ref = self.extra.get("reference_batch_size") or max(self.relative)
+        if means.get(str(ref)) is not None:
+            return float(means[str(ref)])
+        runs = [n for n in self.samples_to_target.get(int(ref), ()) if n is not None]
+        return sum(runs) / len(runs) if runs else None
+
+    @property
     def excluded_batch_sizes(self) -> tuple[int, ...]:
         return tuple(b for b in self.batch_sizes if b not in self.relative)
 

@@ -121,6 +121,16 @@ def _training_from_efficiency(sel_path: Path, extra: Mapping[str, Any]) -> dict[
     return {}
 
 
+def related_artifact(sel_path: PathLike, sel: Selection, kind: str) -> Optional[Path]:
+    """The profile or efficiency artifact a selection was made from: the path it names
+    (`select --json` records both), else `<kind>.json` beside it (a `run` folder)."""
+    sel_path = Path(sel_path)
+    named = sel.extra.get(kind)
+    candidates = [Path(named), sel_path.parent / named] if isinstance(named, str) else []
+    candidates.append(sel_path.parent / f"{kind}.json")
+    return next((p for p in candidates if p.is_file()), None)
+
+
 def load_selection(path: PathLike) -> Selection:
     path = Path(path)
     sel = Selection.from_dict(load_json(path, what="selection"), path)

@@ -51,6 +51,9 @@ class TrainResult:
     dataset: str
     curve: tuple[dict[str, Any], ...]  # {"samples", "accuracy", "loss"} per evaluation
     resumed_from: Optional[int] = None  # samples in the checkpoint the run last resumed from
+    pause_time_s: float = 0.0  # paused for lack of power (a changing cap); in time_to_accuracy_s
+    segments: tuple[dict[str, Any], ...] = ()  # one per interval with one configuration
+    schedule: Optional[str] = None  # the cap's schedule or live source, if it changed
     warnings: tuple[str, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -61,7 +64,7 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key in ("guard_events", "curve", "warnings"):
+        for key in ("guard_events", "curve", "warnings", "segments"):
             d[key] = list(d[key])
         return {"schema": TRAIN_SCHEMA, "time_basis": self.time_basis, **d}
 
@@ -74,12 +77,20 @@ class TrainResult:
                 f"{path}: schema is {obj.get('schema')!r}, expected {TRAIN_SCHEMA!r}"
             )
         names = {f.name for f in fields(cls)}
-        defaults = {"resumed_from", "warnings", "config", "provenance"}
+        defaults = {
+            "resumed_from",
+            "warnings",
+            "config",
+            "provenance",
+            "pause_time_s",
+            "segments",
+            "schedule",
+        }
         missing = sorted(n for n in names - defaults if n not in obj)
         if missing:
             raise ArtifactError(f"{path}: missing field(s) {', '.join(missing)}")
         kw = {k: v for k, v in obj.items() if k in names}
-        for key in ("guard_events", "curve", "warnings"):
+        for key in ("guard_events", "curve", "warnings", "segments"):
             if key in kw:
                 kw[key] = tuple(kw[key])
         return cls(**kw)

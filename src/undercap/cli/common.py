@@ -118,6 +118,32 @@ def add_objective_choice(p: Any) -> None:
     )
 
 
+def add_schedule_args(p: Any) -> None:
+    """A cap that changes during training (train/schedule.py)."""
+    p.add_argument(
+        "--power-schedule",
+        default=None,
+        metavar="CSV",
+        help="the cap changes during training: CSV time_s,power_limit_w (each row holds "
+        "until the next; device-clock seconds from the start of training; none = no cap, "
+        "0 = no power); (b, f) is re-selected at every change, training pauses when "
+        "nothing fits (`undercap solar` makes one from irradiance)",
+    )
+    p.add_argument(
+        "--power-source",
+        default=None,
+        metavar="FILE",
+        help="live cap: a file another program rewrites with the current limit in W "
+        "(or none), read every --poll-s seconds",
+    )
+    p.add_argument(
+        "--poll-s",
+        type=positive_float,
+        default=defaults.POWER_SOURCE_POLL_S,
+        help=f"how often --power-source is read (default {defaults.POWER_SOURCE_POLL_S:g} s)",
+    )
+
+
 def add_device_args(
     p: argparse.ArgumentParser, *, default: Optional[str] = defaults.DEVICE
 ) -> None:

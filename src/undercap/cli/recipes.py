@@ -14,6 +14,8 @@ from undercap.cli.common import (
     MODEL_HELP,
     add_device_args,
     add_objective_args,
+    add_objective_choice,
+    add_schedule_args,
     fraction,
     int_list,
     positive_float,
@@ -170,10 +172,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--power-limit",
         type=power_limit,
-        required=True,
+        default=False,
         metavar="W",
-        help="power limit in W, or 'none'",
+        help="power limit in W, or 'none' (required unless --power-schedule/--power-source)",
     )
+    add_schedule_args(r)
+    add_objective_choice(r)
     r.add_argument(
         "--target-accuracy",
         type=fraction,
@@ -317,16 +321,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_common(args)
     if args.proxy is None and args.efficiency is None:
         raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
+    changing = args.power_schedule or args.power_source
+    if (args.power_limit is False) == (not changing):
+        raise UndercapError("give --power-limit W (or none), or --power-schedule/--power-source")
     cfg = RunConfig(
         device=args.device,
         model=args.model,
         proxy=_spec(args, "proxy", args.proxy) if args.proxy else None,
         target=_spec(args, "target", args.target),
-        power_limit_w=args.power_limit,
+        power_limit_w=None if args.power_limit is False else args.power_limit,
         setup=_setup(args),
         target_accuracy=args.target_accuracy,
         proxy_accuracy=args.proxy_accuracy,
         proxy_fraction=args.proxy_fraction,
+        objective=args.objective,
+        energy_budget_j=args.energy_budget_j,
+        power_schedule=args.power_schedule,
+        power_source=args.power_source,
+        poll_s=args.poll_s,
         estimate_seeds=tuple(args.estimate_seeds or (0, 1, 2)),
         seed=args.seed,
         efficiency=args.efficiency,

@@ -18,6 +18,8 @@ from undercap.cli.common import (
     MODEL_HELP,
     add_device_args,
     add_objective_args,
+    add_objective_choice,
+    add_schedule_args,
     fraction,
     positive_float,
     positive_int,
@@ -82,6 +84,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "frequency, power limit, LR scaling and (from `run`) how it trained",
     )
     c.add_argument("--batch-size", type=positive_int, default=None)
+    c.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="with a changing cap: the profile to re-select from (default: the selection's)",
+    )
+    c.add_argument(
+        "--efficiency",
+        type=Path,
+        default=None,
+        help="with a changing cap: r(b) to re-select with (default: the selection's)",
+    )
+    add_schedule_args(c)
+    add_objective_choice(c)
     c.add_argument(
         "--freq-mhz",
         type=positive_float,
@@ -207,6 +223,33 @@ def _resolve(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _follow(args: argparse.Namespace) -> dict[str, Any]:
+    """A changing cap: the budget and what re-selects (the profile and r(b) from the
+    flags, else those the selection was made from)."""
+    from undercap.artifacts import load_efficiency, load_profile
+    from undercap.artifacts.selection import load_selection, related_artifact
+    from undercap.errors import UndercapError
+    from undercap.train.schedule import budget_from, follow_kwargs
+
+    budget = budget_from(args.power_schedule, args.power_source, args.poll_s)
+    if budget is None:
+        return {}
+    sel = load_selection(args.from_selection) if args.from_selection else None
+    paths = {"profile": args.profile, "efficiency": args.efficiency}
+    for kind in paths:
+        if paths[kind] is None and sel is not None:
+            paths[kind] = related_artifact(args.from_selection, sel, kind)
+        if paths[kind] is None:
+            raise UndercapError(f"a changing cap re-selects (b, f): pass --{kind} FILE")
+    return follow_kwargs(
+        budget,
+        load_profile(paths["profile"]),
+        load_efficiency(paths["efficiency"]),
+        objective=args.objective,
+        energy_budget_j=args.energy_budget_j,
+    )
+
+
 def _data_spec(args: argparse.Namespace, choice: dict[str, Any]) -> Any:
     """The --dataset flags, else the data the selection's run trained on."""
     from undercap.data.spec import DataSpec
@@ -243,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
     from undercap.train import train_on_device
 
     choice = _resolve(args)
+    follow = _follow(args)
     data = load_splits(_data_spec(args, choice))
     with open_device_from_args(args, seed=choice["seed"]) as device:
         result = train_on_device(
@@ -270,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             loss=choice["loss"],
             metric=choice["metric"],
+            **follow,
         )
     if args.output is not None:
         save_train_result(args.output, result)

@@ -98,6 +98,13 @@ class Device(ABC):
 
         return time.monotonic()
 
+    def wait_s(self, seconds: float) -> None:
+        """Let `seconds` pass with the GPU idle (training paused for lack of power).
+        Real devices sleep; a simulated device advances its virtual clock."""
+        import time
+
+        time.sleep(max(0.0, seconds))
+
     def synchronize(self) -> None:
         """Wait until queued GPU work is done, so timestamps bracket real work."""
 

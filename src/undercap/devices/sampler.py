@@ -184,6 +184,15 @@ class PowerSampler:
             energy_from_counter=True,
         )
 
+    def stats_between(self, start_s: float, end_s: float) -> Optional[PowerStats]:
+        """Statistics of the readings from `start_s` to `end_s` (device time), e.g. one
+        segment of a run whose cap changed; None when no reading falls inside."""
+        t, p = self._started().readings()
+        inside = (t >= start_s - 1e-12) & (t <= end_s + 1e-12)
+        if not inside.any():
+            return None
+        return summarize(t[inside], p[inside], self.peak_window_s)
+
     def window_mean_w(self, window_s: float) -> float:
         """Mean of the readings in the most recent `window_s` (for a power guard);
         the latest reading when none falls inside the window."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.efficiency import Efficiency, load_efficiency, save_efficiency
 from undercap.artifacts.io import write_atomic
@@ -26,7 +27,7 @@ from undercap.artifacts.profile import Profile, save_profile
 from undercap.artifacts.selection import Selection, save_selection
 from undercap.artifacts.train_result import TrainResult, save_train_result
 from undercap.data.spec import DataSpec
-from undercap.errors import ArtifactError, UndercapError
+from undercap.errors import ArtifactError, InfeasibleError, UndercapError
 from undercap.recipes.common import (
     Log,
     TrainingSetup,
@@ -37,6 +38,8 @@ from undercap.recipes.common import (
     with_pretrained,
 )
 from undercap.recipes.select import build_selection, training_of
+from undercap.select import lowest_feasible_power_w
+from undercap.train.schedule import Budget, LiveSource, budget_from, follow_kwargs
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,15 @@ class RunConfig:
     full_profile: bool = False  # full sweep even with a limit
     cache_dir: Optional[str] = None
     device_options: dict[str, Any] = field(default_factory=dict)
+    objective: str = "time"  # or "energy", "edp" (select/objectives.py)
+    energy_budget_j: Optional[float] = None
+    power_schedule: Optional[str] = None  # CSV time_s,power_limit_w: the cap changes
+    power_source: Optional[str] = None  # ... or a file another program rewrites
+    poll_s: float = defaults.POWER_SOURCE_POLL_S
+
+    def budget(self) -> Optional[Budget]:
+        """The changing cap, if any (train/schedule.py)."""
+        return budget_from(self.power_schedule, self.power_source, self.poll_s)
 
 
 @dataclass(frozen=True)
@@ -80,10 +92,11 @@ def run(
 
     out = Path(out_dir)
     cache = Cache(cfg.cache_dir or out / "cache")
+    budget = cfg.budget()
     # Device and profile first: an unknown device or an infeasible limit fails
     # before the (longer) efficiency estimate.
-    profile = _profile(cfg, cache, progress, log)
-    check_feasible(profile, [cfg.power_limit_w])
+    profile = _profile(cfg, cache, progress, log, full=budget is not None)
+    limit = _first_limit(cfg, budget, profile)
     save_profile(out / "profile.json", profile)
     setup = with_pretrained(
         cfg.setup,
@@ -96,14 +109,23 @@ def run(
     eff = _efficiency(cfg, setup, cache, progress, log)
     save_efficiency(out / "efficiency.json", eff)
     training = {**training_of(eff), **_training(cfg, setup)}
-    selection = build_selection(profile, eff, cfg.power_limit_w, training=training)
+    selection = build_selection(
+        profile,
+        eff,
+        limit,
+        training=training,
+        objective=cfg.objective,
+        energy_budget_j=cfg.energy_budget_j,
+    )
     save_selection(out / "selection.json", selection)
-    limit = "none" if cfg.power_limit_w is None else f"{cfg.power_limit_w:g} W"
     log(
         f"selected batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
-        f"(limit {limit}); training on {cfg.target.label}"
+        f"(limit {'none' if limit is None else f'{limit:g} W'}); training on {cfg.target.label}"
     )
-    result = _train(cfg, setup, selection, out, progress)
+    follow = follow_kwargs(
+        budget, profile, eff, objective=cfg.objective, energy_budget_j=cfg.energy_budget_j
+    )
+    result = _train(cfg, setup, selection, out, progress, follow)
     save_train_result(out / "train.json", result)
     text = run_summary(cfg, profile, eff, selection, result)
     write_atomic(out / "summary.md", text)
@@ -129,7 +151,28 @@ def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
     }
 
 
-def _profile(cfg: RunConfig, cache: Cache, progress: bool, log: Log) -> Profile:
+def _first_limit(cfg: RunConfig, budget: Optional[Budget], profile: Profile) -> Optional[float]:
+    """The cap the selection is made for: --power-limit, or the schedule's first cap
+    at which some configuration can run. Fails early when none ever can."""
+    if budget is None:
+        check_feasible(profile, [cfg.power_limit_w])
+        return cfg.power_limit_w
+    lowest = lowest_feasible_power_w(profile)
+    if isinstance(budget, LiveSource):  # what it says now; training waits if too little
+        now = budget.lowest_w
+        return now if now is None or now >= lowest else None
+    runnable = [c for c in budget.limits_w if c is None or c >= lowest]
+    if not runnable:
+        raise InfeasibleError(
+            f"no cap of {budget.source} lets {profile.model} run: the lowest feasible "
+            f"power is {lowest:.2f} W"
+        )
+    return runnable[0]
+
+
+def _profile(
+    cfg: RunConfig, cache: Cache, progress: bool, log: Log, *, full: bool = False
+) -> Profile:
     from undercap.devices import open_device
 
     with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
@@ -140,7 +183,8 @@ def _profile(cfg: RunConfig, cache: Cache, progress: bool, log: Log) -> Profile:
             cfg.setup.batch_sizes,
             given=cfg.profile,
             cache=cache,
-            efficient_for_w=None if cfg.full_profile else cfg.power_limit_w,
+            # a changing cap needs every (b, f): the efficient sweep covers one limit
+            efficient_for_w=None if cfg.full_profile or full else cfg.power_limit_w,
             progress=progress,
             log=log,
         )
@@ -177,7 +221,12 @@ def _efficiency(
 
 
 def _train(
-    cfg: RunConfig, setup: TrainingSetup, selection: Selection, out: Path, progress: bool
+    cfg: RunConfig,
+    setup: TrainingSetup,
+    selection: Selection,
+    out: Path,
+    progress: bool,
+    follow: Optional[dict[str, Any]] = None,
 ) -> TrainResult:
     from undercap.data.spec import load_splits
     from undercap.devices import open_device
@@ -200,6 +249,7 @@ def _train(
                 checkpoint_dir=ckpt,
                 resume=resume,
                 progress=progress,
+                **(follow or {}),
                 **setup.train_kwargs(),
             )
         except ArtifactError as e:

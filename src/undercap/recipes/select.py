@@ -27,17 +27,6 @@ def training_of(eff: Efficiency) -> dict[str, Any]:
     return {k: v for k, v in pairs if v is not None}
 
 
-def samples_bmax(eff: Efficiency) -> Optional[float]:
-    """N(b_max): the mean samples the reference batch size took to the target (the
-    scale that turns r(b) into samples, time and energy)."""
-    means = eff.extra.get("samples_to_target_mean") or {}
-    ref = eff.extra.get("reference_batch_size") or max(eff.relative)
-    if means.get(str(ref)) is not None:
-        return float(means[str(ref)])
-    runs = [n for n in eff.samples_to_target.get(int(ref), ()) if n is not None]
-    return sum(runs) / len(runs) if runs else None
-
-
 def _predicted(choice: Any, n_max: Optional[float]) -> dict[str, Any]:
     """Time and energy to the target the profile and r(b) predict for the choice."""
     r = choice.relative_samples
@@ -62,7 +51,7 @@ def build_selection(
     """Our choice for `objective` (select/objectives.py; Algorithm 1 for time), why
     batch sizes were left out, and both baselines (Baseline 2 picks from `proxy`,
     default `eff`). Expected speed-ups use r(b) from `eff`."""
-    n_max = samples_bmax(eff)
+    n_max = eff.samples_bmax
     choice = sel.choose(
         profile,
         eff.relative,

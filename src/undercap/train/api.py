@@ -59,6 +59,8 @@ class CappedResult:
     limit_exceeded: bool
     guard_events: tuple[dict[str, Any], ...]
     curve: tuple[tuple[int, float], ...]  # (samples, accuracy) per report
+    pause_time_s: float  # waiting for power (a changing cap); part of time_to_accuracy_s
+    segments: tuple[dict[str, Any], ...]  # per interval with one configuration
     simulated: bool
     device: str
 
@@ -81,19 +83,19 @@ def _choose(
     power_limit_w: Optional[float],
     profile: Any,
     relative: Optional[Mapping[int, float]],
+    objective: Mapping[str, Any],
 ) -> _Choice:
-    """From a selection, else Algorithm 1 on a profile and r(b), else given."""
+    """From a selection, else the objective's choice (Algorithm 1 for time) on a
+    profile and r(b), else given."""
     if selection is not None:
         sel = selection if isinstance(selection, Selection) else load_selection(selection)
         limit = sel.power_limit_w if power_limit_w is None else power_limit_w
         b_max = sel.training.get("max_batch_size")
         return _Choice(sel.batch_size, sel.freq_mhz, limit, b_max)
     if profile is not None and relative is not None:
-        from undercap.artifacts.profile import Profile, load_profile
-        from undercap.select import select_ours
+        from undercap.select import choose
 
-        prof = profile if isinstance(profile, Profile) else load_profile(profile)
-        choice = select_ours(prof, relative, power_limit_w)
+        choice = choose(_profile(profile), relative, power_limit_w, **objective)
         return _Choice(choice.batch_size, choice.freq_mhz, power_limit_w, max(relative))
     if batch_size is None:
         raise UndercapError(
@@ -101,6 +103,28 @@ def _choose(
             "limit, or a batch_size"
         )
     return _Choice(batch_size, freq_mhz, power_limit_w, None)
+
+
+def _profile(profile: Any) -> Any:
+    from undercap.artifacts.profile import Profile, load_profile
+
+    return profile if isinstance(profile, Profile) else load_profile(profile)
+
+
+def _follower(schedule: Any, profile: Any, relative: Any, objective: Mapping[str, Any]) -> Any:
+    """A CapFollower for a cap that changes (train/follow.py)."""
+    if schedule is None:
+        return None
+    if profile is None or relative is None:
+        raise UndercapError("a power schedule needs profile= and relative= to re-select")
+    from undercap.train.follow import CapFollower
+    from undercap.train.schedule import Reselector, load_schedule
+
+    budget = load_schedule(schedule) if isinstance(schedule, (str, Path)) else schedule
+    n_max = objective.get("samples_bmax")
+    kw = {"objective": objective.get("objective", "time"), "n_max": n_max}
+    kw["energy_budget_j"] = objective.get("energy_budget_j")
+    return CapFollower(budget, Reselector(_profile(profile), dict(relative), **kw))
 
 
 class Capped:
@@ -115,6 +139,7 @@ class Capped:
         workload: Optional[Workload],
         guard_window_s: float,
         sample_rate_hz: float,
+        follower: Any = None,
     ) -> None:
         if device.is_simulated and workload is None:
             raise UndercapError(
@@ -129,6 +154,8 @@ class Capped:
             workload=workload,
             guard_window_s=guard_window_s,
             sample_rate_hz=sample_rate_hz,
+            follower=follower,
+            batch_size=choice.batch_size,
         )
         self.curve: list[tuple[int, float]] = []
         self.samples_to_target: Optional[int] = None
@@ -140,16 +167,16 @@ class Capped:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            if self._result is None:
-                self._result = self._finish()
-        finally:
-            self.session.close()
+        freq_final = current_freq_mhz(self.device)
+        self.session.close()  # closes the last segment, stops sampling, restores clocks
+        if self._result is None:
+            self._result = self._finish(freq_final)
 
     # --- what the loop asks ---------------------------------------------------------
     @property
     def batch_size(self) -> int:
-        return self.choice.batch_size
+        """The batch size to use now (a changing cap may switch it after a step)."""
+        return int(self.session.batch_size or self.choice.batch_size)
 
     @property
     def freq_mhz(self) -> Optional[float]:
@@ -157,7 +184,7 @@ class Capped:
 
     @property
     def power_limit_w(self) -> Optional[float]:
-        return self.choice.power_limit_w
+        return self.session.power_limit_w
 
     def lr(self, base_lr: float) -> float:
         """`base_lr` (the learning rate at the estimate's largest batch) scaled by
@@ -192,7 +219,7 @@ class Capped:
         target = self.target_accuracy
         if self.samples_to_target is None and target is not None and accuracy >= target:
             self.samples_to_target = samples
-            self.time_to_accuracy_s = self.session.acc.train_time_s
+            self.time_to_accuracy_s = self.session.schedule_s  # training + waiting for power
         return self.done
 
     # --- what happened ---------------------------------------------------------------
@@ -200,9 +227,11 @@ class Capped:
         """The totals so far (or of the whole loop, after the `with` block)."""
         return self._result if self._result is not None else self._finish()
 
-    def _finish(self) -> CappedResult:
+    def _finish(self, freq_final: Optional[float] = None) -> CappedResult:
         acc = self.session.snapshot()
         t, limit = acc["train_time_s"], self.choice.power_limit_w
+        follower = self.session.follower
+        segments = tuple(follower.segments) if follower is not None else ()
         return CappedResult(
             reached=self.done,
             time_to_accuracy_s=self.time_to_accuracy_s,
@@ -214,11 +243,13 @@ class Capped:
             mean_power_w=acc["energy_j"] / t if t > 0 else 0.0,
             batch_size=self.batch_size,
             freq_mhz_start=self.session.freq_start,
-            freq_mhz_final=current_freq_mhz(self.device),
+            freq_mhz_final=freq_final if freq_final is not None else current_freq_mhz(self.device),
             power_limit_w=limit,
             limit_exceeded=limit is not None and acc["peak_w"] > limit,
             guard_events=tuple(e.to_dict() for e in self.session.guard.events),
             curve=tuple(self.curve),
+            pause_time_s=acc["pause_time_s"],
+            segments=segments,
             simulated=self.device.is_simulated,
             device=self.device.name,
         )
@@ -240,11 +271,22 @@ def capped(
     workload: Optional[Workload] = None,
     guard_window_s: float = defaults.GUARD_WINDOW_S,
     sample_rate_hz: float = defaults.TRAIN_SAMPLE_RATE_HZ,
+    objective: str = "time",
+    energy_budget_j: Optional[float] = None,
+    samples_bmax: Optional[float] = None,
+    power_schedule: Any = None,
 ) -> Capped:
     """A context manager for a training loop of your own under a power cap (module
     docstring). `task` ("classification" or "next-token") tells which inputs the
-    model takes when its workload is counted for a simulated device."""
-    choice = _choose(selection, batch_size, freq_mhz, power_limit_w, profile, relative)
+    model takes when its workload is counted for a simulated device. With a profile
+    and r(b), `objective` ("time", "energy", "edp") and `energy_budget_j` (with
+    `samples_bmax`, N(b_max)) say what to minimise (select/objectives.py); a
+    `power_schedule` (a schedule.PowerSchedule, LiveSource or CSV path) changes the
+    cap during training and re-selects at every change: re-read `batch_size` and
+    `lr()` after each step."""
+    obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
+    choice = _choose(selection, batch_size, freq_mhz, power_limit_w, profile, relative, obj)
+    follower = _follower(power_schedule, profile, relative, obj)
     if workload is None and model is not None and device.is_simulated:
         if input_shape is None:
             raise UndercapError("capped(model=...) on a simulated device needs input_shape=")
@@ -260,4 +302,5 @@ def capped(
         workload=workload,
         guard_window_s=guard_window_s,
         sample_rate_hz=sample_rate_hz,
+        follower=follower,
     )

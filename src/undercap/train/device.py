@@ -22,9 +22,12 @@ from undercap import defaults
 from undercap.artifacts.provenance import provenance
 from undercap.artifacts.train_result import TrainResult
 from undercap.devices.base import Device
+from undercap.errors import UndercapError
 from undercap.report.progress import sample_bar
 from undercap.train.checkpoint import checkpoint_to_resume
 from undercap.train.checkpoint import save_checkpoint as _save
+from undercap.train.follow import CapFollower
+from undercap.train.schedule import Budget, Reselector
 from undercap.train.session import Session, current_freq_mhz
 from undercap.train.setup import RunSetup, TrainSpec
 
@@ -39,11 +42,22 @@ class _Hooks:
     """The loop's on_step / on_eval: steps to the session, evaluation paused,
     checkpoints when due, the progress bar."""
 
-    def __init__(self, session: Session, checkpoint: dict[str, Any], bar: Any) -> None:
-        self.session, self.ckpt, self.bar = session, checkpoint, bar
+    def __init__(
+        self, session: Session, checkpoint: dict[str, Any], bar: Any, spec: TrainSpec
+    ) -> None:
+        self.session, self.ckpt, self.bar, self.spec = session, checkpoint, bar, spec
+
+    def follow(self, trainer: Trainer) -> None:
+        """Train at the batch size the session says (a changing cap may switch it), with
+        the learning rate re-scaled by the same sqrt rule; the optimizer state stays."""
+        b = self.session.batch_size
+        if b is not None and b != trainer.cfg.batch_size:
+            self.session.device.check_fits(self.session.workload, b)
+            trainer.set_batch_size(b, self.spec.lr_for(b))
 
     def on_step(self, trainer: Trainer, batch: int) -> None:
         self.session.step(batch)
+        self.follow(trainer)
         self.bar.update(batch)
         if _eval_pending(trainer, batch):
             self.session.pause()  # evaluation follows; on_eval resumes
@@ -82,6 +96,9 @@ class _Hooks:
                 "guard_events": [e.to_dict() for e in self.session.guard.events],
                 "freq_mhz_start": self.ckpt["freq_mhz_start"],
                 "warnings": list(self.ckpt["warnings"]),
+                "follower": None
+                if self.session.follower is None
+                else self.session.follower.state(),
             },
         )
 
@@ -103,13 +120,18 @@ def train_on_device(
     resume: bool = False,
     sample_rate_hz: float = defaults.TRAIN_SAMPLE_RATE_HZ,
     progress: bool = True,
+    power_schedule: Optional[Budget] = None,
+    reselector: Optional[Reselector] = None,
     **spec: Any,
 ) -> TrainResult:
     """Fine-tune `model_name` on `data` on `device` until the target accuracy (or the
     sample budget), with the clocks locked at `freq_mhz` (None: leave them) and the
     power guard holding `power_limit_w`. `spec` takes the fields of
-    train.setup.TrainSpec (batch_size and target_accuracy are required). See the
-    module docstring."""
+    train.setup.TrainSpec (batch_size and target_accuracy are required). With a
+    `power_schedule` (train/schedule.py) the cap changes during training and the
+    `reselector` picks (b, f) at every change (follow.py). See the module docstring."""
+    if (power_schedule is None) != (reselector is None):
+        raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
     setup = RunSetup.build(device, TrainSpec(model=model_name, **spec), data)
     saved = checkpoint_to_resume(checkpoint_dir, resume, setup.config)
     checkpoint = {
@@ -118,7 +140,8 @@ def train_on_device(
         "every_samples": checkpoint_every_samples,
         "config": setup.config,
     }
-    return _run(device, setup, saved, checkpoint, sample_rate_hz, progress)
+    follow = None if power_schedule is None else (power_schedule, reselector)
+    return _run(device, setup, saved, checkpoint, sample_rate_hz, progress, follow)
 
 
 def _run(
@@ -128,8 +151,12 @@ def _run(
     checkpoint: dict[str, Any],
     sample_rate_hz: float,
     progress: bool,
+    follow: Optional[tuple[Budget, Reselector]] = None,
 ) -> TrainResult:
     spec, trainer = setup.spec, setup.trainer
+    follower = None
+    if follow is not None:
+        follower = CapFollower(*follow, saved=saved.get("follower") if saved else None)
     if saved is not None:
         trainer.load_state_dict(saved["trainer"])
     warnings = list(saved.get("warnings", [])) if saved else list(setup.warnings)
@@ -145,12 +172,15 @@ def _run(
         cuda_sync=setup.cuda_sync,
         saved=saved,
         samples=trainer.samples,
+        follower=follower,
+        batch_size=trainer.cfg.batch_size,
     )
     bar = sample_bar(spec.max_samples, f"train b={spec.batch_size}", progress, trainer.samples)
     with session:
         freq_start = saved["freq_mhz_start"] if saved else session.freq_start
         ckpt = dict(checkpoint, freq_mhz_start=freq_start, warnings=warnings)
-        hooks = _Hooks(session, ckpt, bar)
+        hooks = _Hooks(session, ckpt, bar, spec)
+        hooks.follow(trainer)  # a changing cap chose the first configuration
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
         try:
             loop_result = trainer.run()
@@ -159,8 +189,8 @@ def _run(
                 hooks.save(trainer)
         finally:
             bar.close()
-        acc = session.snapshot()
         freq_final = current_freq_mhz(device)
+    acc = session.snapshot()
     return setup.result(
         loop_result,
         acc,
@@ -171,4 +201,6 @@ def _run(
         warnings=warnings,
         resumed_from=int(saved["trainer"]["samples"]) if saved else None,
         provenance=provenance(seed=spec.seed, device=device.name),
+        segments=tuple(follower.segments) if follower else (),
+        schedule=None if follow is None else follow[0].source,
     )

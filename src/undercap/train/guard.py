@@ -110,6 +110,12 @@ class PowerGuard:
         self._control = can_control_clocks(device)
         self._warn = warn
 
+    def retarget(self, limit_w: Optional[float], now_s: float) -> None:
+        """A new limit from `now_s` (the cap changed, the clock was re-locked): the next
+        decision needs a whole window at the new settings."""
+        self.limit_w = limit_w
+        self._since_s = now_s
+
     def check(self, now_s: float, train_time_s: float, samples: int) -> Optional[GuardEvent]:
         if self.limit_w is None or now_s - self._since_s < self.window_s:
             return None  # no limit, or the window does not yet lie at the current clocks

@@ -41,6 +41,7 @@ class Accounts:
         self.peak_w = float(s.get("peak_w", 0.0))
         self.max_raw_w = float(s.get("max_raw_w", 0.0))
         self.exceeded_windows = int(s.get("exceeded_windows", 0))
+        self.pause_time_s = float(s.get("pause_time_s", 0.0))  # waiting for power
         self.last_ckpt_time_s = float(s.get("last_ckpt_time_s", self.train_time_s))
         self.last_ckpt_samples = int(s.get("last_ckpt_samples", 0))
 
@@ -64,6 +65,8 @@ class Session:
         real devices may pass None).
     saved: a checkpoint's {"accounts", "guard_events"} to continue from, and
     samples: the samples trained before (both from a resumed run).
+    follower: a follow.CapFollower when the cap changes during training; it sets the
+        configuration (the batch size the loop should use is `batch_size`).
     """
 
     def __init__(
@@ -78,6 +81,8 @@ class Session:
         cuda_sync: Optional[Callable[[], None]] = None,
         saved: Optional[dict[str, Any]] = None,
         samples: int = 0,
+        follower: Any = None,
+        batch_size: Optional[int] = None,
     ) -> None:
         self.device, self.workload, self.cuda_sync = device, workload, cuda_sync
         self.power_limit_w, self.freq_requested = power_limit_w, freq_mhz
@@ -89,6 +94,8 @@ class Session:
         self._stack = contextlib.ExitStack()
         self.freq_start: Optional[float] = None
         self.samples = samples  # trained so far (a resumed run starts where it was)
+        self.follower, self.batch_size = follower, batch_size
+        self._control = False
         self._seg_peak_w = self._seg_max_raw_w = 0.0
 
     # --- lifecycle ------------------------------------------------------------------
@@ -96,10 +103,11 @@ class Session:
         from undercap.devices.sampler import PowerSampler
 
         with contextlib.ExitStack() as stack:
-            control = can_control_clocks(self.device)
+            control = self._control = can_control_clocks(self.device)
             if control:
                 stack.enter_context(controlled(self.device))
-            self.freq_start = self._lock(self.freq_requested, control)
+            if self.follower is None:  # else the follower locks what it chooses
+                self.freq_start = self._lock(self.freq_requested, control)
             self.sampler = stack.enter_context(
                 PowerSampler(self.device, rate_hz=self.sample_rate_hz)
             )
@@ -115,6 +123,9 @@ class Session:
             self.use_counter = self.device.energy_j() is not None
             self.whole_window = not self.use_counter and self.device.is_simulated
             self._begin_span()
+            if self.follower is not None:
+                self.follower.start(self)
+                self.freq_start = self.freq_requested
             self._stack = stack.pop_all()
         return self
 
@@ -123,7 +134,11 @@ class Session:
 
     def close(self) -> None:
         """Stop sampling and give the clocks back (idempotent)."""
-        self._stack.close()
+        try:
+            if self.follower is not None and hasattr(self, "sampler"):
+                self.follower.finish(self)
+        finally:
+            self._stack.close()
 
     def _lock(self, freq_mhz: Optional[float], control: bool) -> Optional[float]:
         if freq_mhz is None:
@@ -189,6 +204,46 @@ class Session:
             self._e_last = e
         self.samples += samples
         self.guard.check(t, self.acc.train_time_s, self.samples)
+        if self.follower is not None:
+            self.follower.after_step(self, samples)
+
+    # --- a cap that changes (follow.py calls these) -----------------------------------
+    @property
+    def schedule_s(self) -> float:
+        """The schedule's clock: training plus waiting for power (schedule.py)."""
+        return self.acc.train_time_s + self.acc.pause_time_s
+
+    def energy_so_far_j(self) -> float:
+        """Energy of the run so far (the whole-window integral on simulated devices)."""
+        extra = self.sampler.stats().energy_j if self.whole_window else 0.0
+        return self.acc.energy_j + extra
+
+    def apply(self, config: Any, limit_w: Optional[float]) -> None:
+        """Run at `config` under `limit_w` from now on: re-lock, re-target the guard."""
+        if self._control and config.freq_mhz != self.freq_requested:
+            self._lock(config.freq_mhz, True)
+        self.freq_requested, self.batch_size = config.freq_mhz, config.batch_size
+        self.power_limit_w = limit_w
+        self.guard.retarget(limit_w, self.device.now_s())
+        self._begin_span()
+
+    def wait_for_power(self, seconds: float) -> None:
+        """Pause training for `seconds` of schedule time: clocks at their minimum (the
+        least the idle GPU can draw), the time counted as paused, not training."""
+        self._close_span()
+        if self._control:
+            self.device.set_freq_mhz(min(self.device.available_freqs_mhz()))
+            self.freq_requested = None
+        e0 = self.device.energy_j() if self.use_counter else None
+        t0 = self.device.now_s()
+        self.device.wait_s(seconds)
+        self.acc.pause_time_s += max(seconds, 0.0)
+        if e0 is not None:
+            e1 = self.device.energy_j()
+            self.acc.energy_j += 0.0 if e1 is None else max(e1 - e0, 0.0)
+        elif not self.whole_window:
+            self.acc.energy_j += self.sampler.window_mean_w(self.device.now_s() - t0) * seconds
+        self._begin_span()
 
     # --- what happened ----------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -78,15 +78,21 @@ class TrainSpec:
         if limit is not None and not (math.isfinite(limit) and limit > 0):
             raise UndercapError(f"power limit {limit} must be a positive number of W")
 
+    def lr_for(self, batch_size: int) -> float:
+        """The learning rate at `batch_size`: sqrt-scaled from the largest (Sec. 4.2)."""
+        from undercap.models.registry import model_spec
+
+        base_lr = self.base_lr if self.base_lr is not None else model_spec(self.model).base_lr
+        return scaled_lr(base_lr, batch_size, self.b_max)
+
     def loop_config(self) -> LoopConfig:
         """The loop's settings, as the estimate sets them (sqrt LR scaling, Sec. 4.2)."""
         from undercap.models.registry import model_spec
 
         m = model_spec(self.model)
-        base_lr = self.base_lr if self.base_lr is not None else m.base_lr
         return LoopConfig(
             batch_size=self.batch_size,
-            lr=scaled_lr(base_lr, self.batch_size, self.b_max),
+            lr=self.lr_for(self.batch_size),
             optimizer=m.optimizer,
             weight_decay=m.weight_decay if self.weight_decay is None else self.weight_decay,
             target_accuracy=self.target_accuracy,
@@ -164,14 +170,19 @@ class RunSetup:
         warnings: list[str],
         resumed_from: Optional[int],
         provenance: dict[str, Any],
+        segments: tuple[dict[str, Any], ...] = (),
+        schedule: Optional[str] = None,
     ) -> TrainResult:
         spec, limit = self.spec, self.spec.power_limit_w
         events = [e.to_dict() for e in guard.events]
         warnings = list(warnings) + limit_warnings(acc, events, limit, spec.guard_window_s)
+        over = [s for s in segments if _over(s)]
+        warnings += [_over_warning(s) for s in over]
         t = acc["train_time_s"]
+        elapsed = t + acc.get("pause_time_s", 0.0)  # waiting for power counts to the target
         return TrainResult(
             reached=loop.reached,
-            time_to_accuracy_s=t if loop.reached else None,
+            time_to_accuracy_s=elapsed if loop.reached else None,
             train_time_s=t,
             samples_to_target=loop.samples_to_target,
             samples_trained=loop.samples_trained,
@@ -191,17 +202,18 @@ class RunSetup:
             freq_mhz_start=freq_start,
             freq_mhz_final=freq_final,
             power_limit_w=limit,
-            limit_exceeded=limit is not None and acc["peak_w"] > limit,
+            limit_exceeded=bool(over) if segments else limit is not None and acc["peak_w"] > limit,
             guard_window_s=spec.guard_window_s,
             guard_events=tuple(events),
             simulated=self.simulated,
             device=self.device_info,
             model=spec.model,
             dataset=self.data.name,
-            curve=tuple(
-                {"samples": p.samples, "accuracy": p.accuracy, "loss": p.loss} for p in loop.curve
-            ),
+            curve=tuple(asdict(p) for p in loop.curve),
             resumed_from=resumed_from,
+            pause_time_s=acc.get("pause_time_s", 0.0),
+            segments=tuple(segments),
+            schedule=schedule,
             warnings=tuple(warnings),
             config={**self.config, "init": self.init, "torch_device": self.torch_device},
             provenance=provenance,
@@ -241,6 +253,19 @@ def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> di
         "guard_window_s": spec.guard_window_s,
         "user_code": code_digest(spec.model, data.name, spec.loss, spec.metric),
     }
+
+
+def _over(segment: dict[str, Any]) -> bool:
+    """A training segment whose robust peak went above its own limit."""
+    limit, peak = segment.get("power_limit_w"), segment.get("peak_power_w")
+    return segment.get("batch_size") is not None and None not in (limit, peak) and peak > limit
+
+
+def _over_warning(s: dict[str, Any]) -> str:
+    return (
+        f"segment {s['start_s']:.3g}-{s['end_s']:.3g} s: robust peak "
+        f"{s['peak_power_w']:.2f} W above its {s['power_limit_w']:g} W limit"
+    )
 
 
 def limit_warnings(

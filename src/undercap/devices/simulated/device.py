@@ -191,6 +191,9 @@ class SimulatedDevice(Device):
         self._now_s = self._spans[-1].end_s
         self._arrays = None
 
+    def wait_s(self, seconds: float) -> None:
+        self.advance_idle_s(seconds)
+
     def advance_idle_s(self, seconds: float) -> None:
         """Let `seconds` of virtual time pass with the GPU idle (e.g. evaluation on
         the host, or waiting between measurements)."""

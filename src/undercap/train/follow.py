@@ -1,0 +1,136 @@
+"""Following a cap that changes during training: what a Session does at every change.
+
+At each change of the cap (train/schedule.py) the follower
+* closes the current segment (start_s, end_s, power_limit_w, batch_size, freq_mhz,
+  its robust peak power, energy and samples);
+* re-selects (b, f) for the new cap from the same profile and r(b), given the
+  progress so far (schedule.Reselector; the progress model is in schedule.py);
+* re-locks the clock, hands the new limit to the power guard, and tells the loop the
+  new batch size (the loop re-scales its learning rate by the same sqrt rule and
+  keeps its optimizer state);
+* when no configuration is feasible under the cap (an outage, a dip below the
+  lowest feasible power), pauses: clocks at their minimum, nothing lost, until the
+  schedule's next change (or, for a live source, the next poll) brings power back.
+Its state goes into checkpoints, so a resumed run continues the schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Dict, List, Optional
+
+from undercap.errors import InfeasibleError
+from undercap.train.schedule import Budget, Config, Reselector, progress_fraction
+
+_UNSET: Any = object()
+
+
+class CapFollower:
+    def __init__(
+        self, budget: Budget, reselector: Reselector, saved: Optional[Dict[str, Any]] = None
+    ) -> None:
+        self.budget, self.reselector = budget, reselector
+        s = saved or {}
+        self.segments: List[Dict[str, Any]] = list(s.get("segments", []))
+        self.samples_by_batch: Dict[int, int] = {
+            int(k): int(v) for k, v in s.get("samples_by_batch", {}).items()
+        }
+        cfg = s.get("config")
+        self.config: Optional[Config] = None if cfg is None else Config(**cfg)
+        self.limit_w: Any = s.get("limit_w", _UNSET)
+        self._seg: Optional[Dict[str, Any]] = None
+        self._next_s: Optional[float] = None
+
+    # --- the session's calls --------------------------------------------------------
+    def start(self, session: Any) -> None:
+        """At the start (or resumption) of a run: the cap now, and its configuration."""
+        limit = self.budget.limit_at(session.schedule_s)
+        if self.config is not None and limit == self.limit_w:
+            session.apply(self.config, limit)  # resumed: same cap, same configuration
+            self._open(session)
+            self._next_s = self.budget.next_change_after(session.schedule_s)
+        else:
+            self._change(session, limit)
+
+    def after_step(self, session: Any, samples: int) -> None:
+        if self.config is not None:
+            b = self.config.batch_size
+            self.samples_by_batch[b] = self.samples_by_batch.get(b, 0) + samples
+        if self._next_s is not None and session.schedule_s + 1e-12 >= self._next_s:
+            limit = self.budget.limit_at(session.schedule_s)
+            if limit != self.limit_w:
+                self._change(session, limit)
+            else:
+                self._next_s = self.budget.next_change_after(session.schedule_s)
+
+    def finish(self, session: Any) -> None:
+        self._close(session)
+
+    def state(self) -> Dict[str, Any]:
+        return {
+            "segments": list(self.segments),
+            "samples_by_batch": {str(b): s for b, s in self.samples_by_batch.items()},
+            "config": None if self.config is None else asdict(self.config),
+            "limit_w": None if self.limit_w is _UNSET else self.limit_w,
+        }
+
+    # --- changes ----------------------------------------------------------------------
+    def progress(self) -> float:
+        r = self.reselector
+        if not r.n_max:
+            return 0.0
+        return progress_fraction(self.samples_by_batch, r.relative, r.n_max)
+
+    def _change(self, session: Any, limit: Optional[float]) -> None:
+        self._close(session)
+        cfg = self.reselector.choose(limit, self.progress(), session.energy_so_far_j())
+        while cfg is None:  # no power for any configuration: wait for it
+            self._pause(session, limit)
+            limit = self.budget.limit_at(session.schedule_s)
+            cfg = self.reselector.choose(limit, self.progress(), session.energy_so_far_j())
+        self.config, self.limit_w = cfg, limit
+        session.apply(cfg, limit)
+        self._open(session)
+        self._next_s = self.budget.next_change_after(session.schedule_s)
+
+    def _pause(self, session: Any, limit: Optional[float]) -> None:
+        until = self.budget.next_change_after(session.schedule_s)
+        if until is None:
+            raise InfeasibleError(
+                f"the power cap ({'none' if limit is None else f'{limit:g} W'}) allows no "
+                f"configuration from {session.schedule_s:.0f} s on and the schedule "
+                f"{self.budget.source} never raises it again: training cannot finish"
+            )
+        self.limit_w = limit
+        self._open(session, paused=True)
+        session.wait_for_power(until - session.schedule_s)
+        self._close(session)
+
+    # --- segments ---------------------------------------------------------------------
+    def _open(self, session: Any, paused: bool = False) -> None:
+        cfg = None if paused else self.config
+        self._seg = {
+            "start_s": session.schedule_s,
+            "power_limit_w": self.limit_w,
+            "batch_size": None if cfg is None else cfg.batch_size,
+            "freq_mhz": None if cfg is None else cfg.freq_mhz,
+            "_device_t0": session.device.now_s(),
+            "_energy0": session.energy_so_far_j(),
+            "_samples0": session.samples,
+        }
+
+    def _close(self, session: Any) -> None:
+        seg, self._seg = self._seg, None
+        if seg is None or session.schedule_s <= seg["start_s"]:
+            return
+        stats = session.sampler.stats_between(seg.pop("_device_t0"), session.device.now_s())
+        self.segments.append(
+            {
+                **{k: v for k, v in seg.items() if not k.startswith("_")},
+                "end_s": session.schedule_s,
+                "peak_power_w": None if stats is None else stats.peak_w,
+                "mean_power_w": None if stats is None else stats.mean_w,
+                "energy_j": session.energy_so_far_j() - seg["_energy0"],
+                "samples": session.samples - seg["_samples0"],
+            }
+        )

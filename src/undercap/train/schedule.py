@@ -1,0 +1,265 @@
+"""Power caps that change during training (beyond the paper: its Sec. 6 names a constant
+cap as its limitation), and the progress model used when the batch size changes.
+
+A cap comes from a schedule file (`--power-schedule`, CSV `time_s,power_limit_w`: the
+limit of each row holds until the next row, times on the device's clock from the
+start of training; an empty or `none` limit means no cap, 0 W means no power) or a
+live source (`--power-source`, a file another program rewrites with the current
+limit, e.g. from a solar charge controller, read again every `poll_s` seconds).
+
+The schedule clock is the training time plus the time paused for lack of power
+(evaluation excluded). On a simulated device that is exactly its virtual clock; on
+real hardware it leaves out evaluation, so the clock survives a checkpoint and a
+resumed run continues the schedule where it stopped.
+
+Progress across batch sizes. N(b) samples reach the target at batch size b; with
+r(b) = N(b) / N(b_max) only the ratios are known, and each sample trained at batch
+size b is taken to do 1 / N(b) of the work (progress is linear in samples within a
+batch size, as in McCandlish et al. 2018's steps/samples trade-off, where the
+fraction of the optimisation done depends only on how far along it is). After
+samples s_i at batch sizes b_i the fraction done is p = sum_i s_i / N(b_i), and at a
+new batch size b the run still needs (1 - p) * N(b) samples. The fraction is kept
+in units of N(b_max): p = sum_i s_i / (r(b_i) N(b_max)). Under this model the
+remaining time at (b, f) is t(b, f) * (1 - p) * N(b): the common factor (1 - p)
+does not change which configuration is fastest at the new cap, so re-selecting for
+time is Algorithm 1 at the new cap; it does change what an energy budget still
+allows (the remaining budget must cover the remaining work).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional, Tuple, Union
+
+from undercap.errors import ArtifactError
+
+CSV_COLUMNS = ("time_s", "power_limit_w")
+
+
+@dataclass(frozen=True)
+class PowerSchedule:
+    """A piecewise-constant cap: (time_s, power_limit_w or None for no cap) rows."""
+
+    times_s: Tuple[float, ...]
+    limits_w: Tuple[Optional[float], ...]
+    source: str = "<schedule>"
+
+    def limit_at(self, t_s: float) -> Optional[float]:
+        """The limit in force at schedule time `t_s` (the first row's before it)."""
+        i = max(0, _last_at_or_before(self.times_s, t_s))
+        return self.limits_w[i]
+
+    def next_change_after(self, t_s: float) -> Optional[float]:
+        """When the limit next changes after `t_s` (None: never)."""
+        current = self.limit_at(t_s)
+        for t, lim in zip(self.times_s, self.limits_w):
+            if t > t_s + 1e-12 and lim != current:
+                return t
+        return None
+
+    @property
+    def lowest_w(self) -> Optional[float]:
+        """The lowest cap the schedule sets (None: it never caps)."""
+        finite = [x for x in self.limits_w if x is not None]
+        return min(finite) if finite else None
+
+    def to_csv(self) -> str:
+        lines = [",".join(CSV_COLUMNS)]
+        lines += [
+            f"{t:g},{'none' if w is None else f'{w:g}'}"
+            for t, w in zip(self.times_s, self.limits_w)
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _last_at_or_before(times: Tuple[float, ...], t: float) -> int:
+    i = -1
+    for k, x in enumerate(times):
+        if x <= t + 1e-12:
+            i = k
+    return i
+
+
+def load_schedule(path: Union[str, Path]) -> PowerSchedule:
+    """Read and check a schedule CSV; every problem is one ArtifactError line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ArtifactError(f"power schedule {path}: cannot read it ({e.strerror or e})") from e
+    rows = list(csv.DictReader(text.splitlines()))
+    if not rows or any(c not in (rows[0] or {}) for c in CSV_COLUMNS):
+        raise ArtifactError(
+            f"power schedule {path}: expected a CSV with the columns time_s,power_limit_w "
+            "and at least one row"
+        )
+    times, limits = [], []
+    for i, row in enumerate(rows, start=2):
+        times.append(_number(row["time_s"], path, i, "time_s"))
+        limits.append(_limit(row["power_limit_w"], path, i))
+    if times[0] < 0 or any(b <= a for a, b in zip(times, times[1:])):
+        raise ArtifactError(f"power schedule {path}: time_s must start at >= 0 and increase")
+    return PowerSchedule(tuple(times), tuple(limits), str(path))
+
+
+def _number(text: Optional[str], path: Path, line: int, what: str) -> float:
+    try:
+        x = float((text or "").strip())
+    except ValueError as e:
+        raise ArtifactError(
+            f"power schedule {path}, line {line}: {what} {text!r} is not a number"
+        ) from e
+    if not math.isfinite(x):
+        raise ArtifactError(f"power schedule {path}, line {line}: {what} must be finite")
+    return x
+
+
+def _limit(text: Optional[str], path: Path, line: int) -> Optional[float]:
+    if (text or "").strip().lower() in ("", "none", "inf"):
+        return None
+    x = _number(text, path, line, "power_limit_w")
+    if x < 0:
+        raise ArtifactError(f"power schedule {path}, line {line}: power_limit_w must be >= 0 W")
+    return x
+
+
+class LiveSource:
+    """The limit in a file another program rewrites (one number in W, or `none`),
+    read at most every `poll_s` of schedule time; a missing or unreadable file keeps
+    the last limit read (a half-written update is not a cap)."""
+
+    def __init__(self, path: Union[str, Path], poll_s: float, first_w: Optional[float] = None):
+        self.path, self.poll_s = Path(path), float(poll_s)
+        self.source = str(path)
+        self._last_read_s: Optional[float] = None
+        self._limit = first_w if first_w is not None else self._read(None)
+
+    def _read(self, fallback: Optional[float]) -> Optional[float]:
+        try:
+            text = self.path.read_text(encoding="utf-8").strip()
+            return None if text.lower() in ("none", "inf") else max(0.0, float(text))
+        except (OSError, ValueError):
+            return fallback
+
+    def limit_at(self, t_s: float) -> Optional[float]:
+        if self._last_read_s is None or t_s - self._last_read_s >= self.poll_s:
+            self._limit, self._last_read_s = self._read(self._limit), t_s
+        return self._limit
+
+    def next_change_after(self, t_s: float) -> Optional[float]:
+        return t_s + self.poll_s  # unknown: look again after one poll
+
+    @property
+    def lowest_w(self) -> Optional[float]:
+        return self._limit
+
+
+Budget = Union[PowerSchedule, LiveSource]
+
+
+# --- progress across batch sizes --------------------------------------------------------
+def progress_fraction(
+    samples_by_batch: Dict[int, int], relative: Dict[int, float], n_max: float
+) -> float:
+    """p = sum_b s_b / (r(b) N(b_max)): the fraction of the way to the target done
+    (module docstring); 1.0 or more means the model predicts the target is reached."""
+    return sum(s / (relative[b] * n_max) for b, s in samples_by_batch.items() if s)
+
+
+def remaining_samples(p: float, b: int, relative: Dict[int, float], n_max: float) -> float:
+    """Samples still needed at batch size b after a fraction p of the work."""
+    return max(0.0, 1.0 - p) * relative[b] * n_max
+
+
+@dataclass(frozen=True)
+class Config:
+    """What training runs at between two changes of the cap."""
+
+    batch_size: int
+    freq_mhz: float
+    peak_power_w: float  # the profile's, for the record
+
+
+class Reselector:
+    """Picks (b, f) for a new cap from the profile and r(b) (select/objectives.py), the
+    objective and what is left of an energy budget; None means no configuration is
+    feasible under the cap: pause until power returns."""
+
+    def __init__(
+        self,
+        profile: object,
+        relative: Dict[int, float],
+        *,
+        objective: str = "time",
+        energy_budget_j: Optional[float] = None,
+        n_max: Optional[float] = None,
+    ) -> None:
+        self.profile, self.relative = profile, dict(relative)
+        self.objective, self.energy_budget_j, self.n_max = objective, energy_budget_j, n_max
+
+    def choose(
+        self, limit_w: Optional[float], p: float = 0.0, energy_j: float = 0.0
+    ) -> Optional[Config]:
+        from undercap.errors import InfeasibleError
+        from undercap.select.objectives import choose
+
+        if limit_w is not None and limit_w <= 0:
+            return None
+        budget, n_left = self.energy_budget_j, None
+        if budget is not None and self.n_max:
+            # the rest of the work must fit the rest of the budget (module docstring)
+            budget, n_left = max(budget - energy_j, 1e-9), self.n_max * max(1.0 - p, 1e-9)
+        try:
+            c = choose(self.profile, self.relative, limit_w, objective=self.objective,  # type: ignore[arg-type]
+                       energy_budget_j=budget, samples_bmax=n_left)  # fmt: skip
+        except InfeasibleError:
+            if budget is None or not self._any_feasible(limit_w):
+                return None
+            # the budget cannot cover what is left: spend as little as possible
+            c = choose(self.profile, self.relative, limit_w, objective="energy")  # type: ignore[arg-type]
+        return Config(c.batch_size, c.freq_mhz, c.peak_power_w)
+
+    def _any_feasible(self, limit_w: Optional[float]) -> bool:
+        rows = self.profile.rows  # type: ignore[attr-defined]
+        return any(
+            r.batch_size in self.relative and (limit_w is None or r.peak_power_w <= limit_w)
+            for r in rows
+        )
+
+
+def follow_kwargs(
+    budget: Optional[Budget],
+    profile: object,
+    efficiency: object,
+    *,
+    objective: str = "time",
+    energy_budget_j: Optional[float] = None,
+) -> Dict[str, object]:
+    """train_on_device's arguments for a changing cap ({} without one): the budget and
+    a Reselector on the profile and the efficiency estimate's r(b) and N(b_max)."""
+    if budget is None:
+        return {}
+    reselector = Reselector(
+        profile,
+        efficiency.relative,  # type: ignore[attr-defined]
+        objective=objective,
+        energy_budget_j=energy_budget_j,
+        n_max=efficiency.samples_bmax,  # type: ignore[attr-defined]
+    )
+    return {"power_schedule": budget, "reselector": reselector}
+
+
+def budget_from(
+    schedule: Optional[Union[str, Path]], source: Optional[Union[str, Path]], poll_s: float
+) -> Optional[Budget]:
+    """--power-schedule or --power-source (not both), or None for a fixed cap."""
+    from undercap.errors import UndercapError
+
+    if schedule and source:
+        raise UndercapError("give --power-schedule or --power-source, not both")
+    if schedule:
+        return load_schedule(schedule)
+    return LiveSource(source, poll_s) if source else None
