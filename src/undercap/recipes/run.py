@@ -127,9 +127,28 @@ def run(
     )
     result = _train(cfg, setup, selection, out, progress, follow)
     save_train_result(out / "train.json", result)
+    if result.segments:
+        _plot_schedule(result, budget, out / "schedule.png", log)
     text = run_summary(cfg, profile, eff, selection, result)
     write_atomic(out / "summary.md", text)
     return RunResult(profile, eff, selection, result, text)
+
+
+def _plot_schedule(result: TrainResult, budget: Any, path: Path, log: Log) -> None:
+    """schedule.png: the cap, the power drawn and the configuration over time."""
+    from undercap.errors import MissingExtraError
+    from undercap.report.schedule import plot_schedule
+
+    sim = " (simulated device)" if result.simulated else ""
+    try:
+        plot_schedule(
+            result.segments,
+            path,
+            title=f"{result.model} on {result.device.get('name')}{sim}: {result.schedule}",
+            cap=budget if hasattr(budget, "times_s") else None,
+        )
+    except MissingExtraError as e:
+        log(f"note: no schedule figure ({e})")
 
 
 def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:

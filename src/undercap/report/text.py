@@ -172,6 +172,35 @@ def train_summary(r: TrainResult) -> list[str]:
     return lines
 
 
+def _cap(cfg: Any) -> str:
+    if getattr(cfg, "power_schedule", None):
+        return f"changes during training, schedule {cfg.power_schedule}"
+    if getattr(cfg, "power_source", None):
+        return f"changes during training, read from {cfg.power_source}"
+    return _limit(cfg.power_limit_w)
+
+
+def _segment_lines(result: Any) -> list[str]:
+    """The configuration per segment of a run whose cap changed."""
+    if not result.segments:
+        return []
+    lines = [
+        f"- the cap changed ({result.schedule}): {len(result.segments)} segments, "
+        f"{result.pause_time_s:.3g} s paused for lack of power",
+        "",
+        "| from (s) | to (s) | cap | configuration | peak (W) | energy (J) | samples |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in result.segments:
+        conf = "paused" if s["batch_size"] is None else f"{s['batch_size']} @ {s['freq_mhz']:g} MHz"
+        peak = "-" if s.get("peak_power_w") is None else f"{s['peak_power_w']:.2f}"
+        lines.append(
+            f"| {s['start_s']:.4g} | {s['end_s']:.4g} | {_limit(s['power_limit_w'])} | {conf} "
+            f"| {peak} | {s['energy_j']:.3g} | {s['samples']} |"
+        )
+    return lines + [""]
+
+
 def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, result: Any) -> str:
     """summary.md of `undercap run` (cfg: recipes.run.RunConfig)."""
     sim = " (simulated device)" if profile.simulated else ""
@@ -186,7 +215,7 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
     lines = [
         f"# undercap run: {cfg.model} on {cfg.device}{sim}",
         "",
-        f"- power limit: {_limit(cfg.power_limit_w)}",
+        f"- power limit: {_cap(cfg)}",
         f"- r(b) from: {cfg.efficiency or cfg.proxy.label} (target accuracy "
         f"{eff.target_accuracy:.3f}); excluded batch sizes: {excluded or 'none'}",
         f"- profile: {len(profile.rows)} configurations ({profile.mode} sweep)",
@@ -201,6 +230,8 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
         f"- energy {result.energy_j:.1f} J; power peak {result.peak_power_w:.2f} W, mean "
         f"{result.mean_power_w:.2f} W; power-guard events: {len(result.guard_events)}",
     ]
+    lines += _segment_lines(result)
     lines += [f"- warning: {w}" for w in result.warnings]
-    lines += ["", "Files: profile.json, efficiency.json, selection.json, train.json, summary.md"]
+    files = "profile.json, efficiency.json, selection.json, train.json, summary.md"
+    lines += ["", "Files: " + files + (", schedule.png" if result.segments else "")]
     return "\n".join(lines) + "\n"

@@ -20,7 +20,13 @@ from dataclasses import asdict
 from typing import Any, Dict, List, Optional
 
 from undercap.errors import InfeasibleError
-from undercap.train.schedule import Budget, Config, Reselector, progress_fraction
+from undercap.train.schedule import (
+    Budget,
+    Config,
+    PowerSchedule,
+    Reselector,
+    progress_fraction,
+)
 
 _UNSET: Any = object()
 
@@ -56,12 +62,21 @@ class CapFollower:
         if self.config is not None:
             b = self.config.batch_size
             self.samples_by_batch[b] = self.samples_by_batch.get(b, 0) + samples
-        if self._next_s is not None and session.schedule_s + 1e-12 >= self._next_s:
-            limit = self.budget.limit_at(session.schedule_s)
+        if self._next_s is None:
+            return
+        now = session.schedule_s
+        if now + 1e-12 >= self._next_s:
+            limit = self.budget.limit_at(now)
             if limit != self.limit_w:
                 self._change(session, limit)
             else:
-                self._next_s = self.budget.next_change_after(session.schedule_s)
+                self._next_s = self.budget.next_change_after(now)
+        elif now + session.last_step_s > self._next_s:
+            # The next step would end after the cap changes. When it falls, switch now:
+            # a step already running at the old configuration would be over the new cap.
+            upcoming = self.budget.limit_at(self._next_s)
+            if upcoming is not None and (self.limit_w is None or upcoming < self.limit_w):
+                self._change(session, upcoming)
 
     def finish(self, session: Any) -> None:
         self._close(session)
@@ -95,6 +110,9 @@ class CapFollower:
 
     def _pause(self, session: Any, limit: Optional[float]) -> None:
         until = self.budget.next_change_after(session.schedule_s)
+        if isinstance(self.budget, PowerSchedule):  # paused ahead of the fall: skip it
+            while until is not None and self.budget.limit_at(until) == limit:
+                until = self.budget.next_change_after(until)
         if until is None:
             raise InfeasibleError(
                 f"the power cap ({'none' if limit is None else f'{limit:g} W'}) allows no "
@@ -123,6 +141,7 @@ class CapFollower:
         seg, self._seg = self._seg, None
         if seg is None or session.schedule_s <= seg["start_s"]:
             return
+        # (a switch ahead of a falling cap ends a segment up to one step early)
         stats = session.sampler.stats_between(seg.pop("_device_t0"), session.device.now_s())
         self.segments.append(
             {

@@ -95,6 +95,7 @@ class Session:
         self.freq_start: Optional[float] = None
         self.samples = samples  # trained so far (a resumed run starts where it was)
         self.follower, self.batch_size = follower, batch_size
+        self.last_step_s = 0.0  # device time of the latest step
         self._control = False
         self._seg_peak_w = self._seg_max_raw_w = 0.0
 
@@ -195,6 +196,7 @@ class Session:
         t = self.device.now_s()
         dt = max(t - self._t_last, 0.0)
         self._t_last = t
+        self.last_step_s = dt
         self._span_s += dt
         self.acc.train_time_s += dt
         if self.use_counter:

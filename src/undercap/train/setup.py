@@ -193,7 +193,7 @@ class RunSetup:
             energy_source=energy_source,
             peak_power_w=acc["peak_w"],
             max_raw_power_w=acc["max_raw_w"],
-            mean_power_w=acc["energy_j"] / t if t > 0 else 0.0,
+            mean_power_w=acc["energy_j"] / elapsed if elapsed > 0 else 0.0,
             eval_wall_s=loop.eval_wall_s,
             train_wall_s=loop.train_wall_s,
             batch_size=spec.batch_size,
