@@ -98,7 +98,7 @@ class _Hooks:
                 "warnings": list(self.ckpt["warnings"]),
                 "follower": None
                 if self.session.follower is None
-                else self.session.follower.state(),
+                else self.session.follower.state(self.session),
             },
         )
 

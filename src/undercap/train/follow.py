@@ -44,6 +44,7 @@ class CapFollower:
         cfg = s.get("config")
         self.config: Optional[Config] = None if cfg is None else Config(**cfg)
         self.limit_w: Any = s.get("limit_w", _UNSET)
+        self._open_saved: Optional[Dict[str, Any]] = s.get("open_segment")
         self._seg: Optional[Dict[str, Any]] = None
         self._next_s: Optional[float] = None
 
@@ -54,6 +55,8 @@ class CapFollower:
         if self.config is not None and limit == self.limit_w:
             session.apply(self.config, limit)  # resumed: same cap, same configuration
             self._open(session)
+            if self._open_saved:  # ... and the same segment, continued
+                self._continue(session, self._open_saved)
             self._next_s = self.budget.next_change_after(session.schedule_s)
         else:
             self._change(session, limit)
@@ -81,13 +84,35 @@ class CapFollower:
     def finish(self, session: Any) -> None:
         self._close(session)
 
-    def state(self) -> Dict[str, Any]:
+    def state(self, session: Any = None) -> Dict[str, Any]:
         return {
+            "open_segment": None if session is None else self._open_state(session),
             "segments": list(self.segments),
             "samples_by_batch": {str(b): s for b, s in self.samples_by_batch.items()},
             "config": None if self.config is None else asdict(self.config),
             "limit_w": None if self.limit_w is _UNSET else self.limit_w,
         }
+
+    def _open_state(self, session: Any) -> Optional[Dict[str, Any]]:
+        """The segment in progress, as a resumed run continues it (its device clock
+        starts over, so the peak so far is kept and energy and samples as offsets)."""
+        seg = self._seg
+        if seg is None:
+            return None
+        stats = session.sampler.stats_between(seg["_device_t0"], session.device.now_s())
+        return {
+            "start_s": seg["start_s"],
+            "_peak_w": max(seg.get("_peak_w", 0.0), 0.0 if stats is None else stats.peak_w),
+            "_energy0": seg["_energy0"] - session.energy_so_far_j(),
+            "_samples0": seg["_samples0"] - session.samples,
+        }
+
+    def _continue(self, session: Any, saved: Dict[str, Any]) -> None:
+        seg = self._seg
+        assert seg is not None
+        seg["start_s"], seg["_peak_w"] = saved["start_s"], saved["_peak_w"]
+        seg["_energy0"] = session.energy_so_far_j() + saved["_energy0"]
+        seg["_samples0"] = session.samples + saved["_samples0"]
 
     # --- changes ----------------------------------------------------------------------
     def progress(self) -> float:
@@ -142,12 +167,13 @@ class CapFollower:
         if seg is None or session.schedule_s <= seg["start_s"]:
             return
         # (a switch ahead of a falling cap ends a segment up to one step early)
-        stats = session.sampler.stats_between(seg.pop("_device_t0"), session.device.now_s())
+        stats = session.sampler.stats_between(seg["_device_t0"], session.device.now_s())
+        peak = max(seg.get("_peak_w", 0.0), 0.0 if stats is None else stats.peak_w)
         self.segments.append(
             {
                 **{k: v for k, v in seg.items() if not k.startswith("_")},
                 "end_s": session.schedule_s,
-                "peak_power_w": None if stats is None else stats.peak_w,
+                "peak_power_w": peak if stats is not None or "_peak_w" in seg else None,
                 "mean_power_w": None if stats is None else stats.mean_w,
                 "energy_j": session.energy_so_far_j() - seg["_energy0"],
                 "samples": session.samples - seg["_samples0"],

@@ -1,0 +1,187 @@
+"""Power caps that change during training: schedules, the progress model, re-selection
+at every change, pauses through outages, and kill-and-resume mid-schedule."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from undercap.artifacts import Profile, ProfileRow
+from undercap.errors import ArtifactError
+from undercap.train.schedule import (
+    LiveSource,
+    Reselector,
+    load_schedule,
+    progress_fraction,
+    remaining_samples,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_schedule_csv(tmp_path: Path) -> None:
+    p = tmp_path / "s.csv"
+    p.write_text("time_s,power_limit_w\n0,5\n10,0\n20,none\n30,4.5\n")
+    s = load_schedule(p)
+    assert [s.limit_at(t) for t in (0, 9.9, 10, 15, 20, 29, 30, 99)] == [
+        5.0, 5.0, 0.0, 0.0, None, None, 4.5, 4.5,
+    ]  # fmt: skip
+    assert s.next_change_after(0) == 10 and s.next_change_after(25) == 30
+    assert s.next_change_after(30) is None and s.lowest_w == 0.0
+    assert load_schedule_text(tmp_path, s.to_csv()) == s.limits_w
+    for bad, msg in [
+        ("t,w\n0,1\n", "time_s,power_limit_w"),
+        ("time_s,power_limit_w\n", "at least one row"),
+        ("time_s,power_limit_w\n0,5\n0,4\n", "increase"),
+        ("time_s,power_limit_w\n0,-1\n", ">= 0 W"),
+        ("time_s,power_limit_w\n0,watts\n", "not a number"),
+    ]:
+        with pytest.raises(ArtifactError, match=msg):
+            load_schedule_text(tmp_path, bad)
+
+
+def load_schedule_text(tmp_path: Path, text: str):
+    p = tmp_path / "x.csv"
+    p.write_text(text)
+    return load_schedule(p).limits_w
+
+
+def test_live_source_reads_what_another_program_writes(tmp_path: Path) -> None:
+    f = tmp_path / "cap"
+    f.write_text("6.5\n")
+    src = LiveSource(f, poll_s=10)
+    assert src.limit_at(0) == 6.5
+    f.write_text("3")
+    assert src.limit_at(5) == 6.5  # not polled yet
+    assert src.limit_at(10) == 3.0
+    f.write_text("oops")  # a half-written update is not a cap: keep the last
+    assert src.limit_at(20) == 3.0
+    f.write_text("none")
+    assert src.limit_at(30) is None
+
+
+def test_progress_model_across_a_batch_size_switch() -> None:
+    """p = sum s_b / N(b): 600 samples at b=16 (N=1200) is half the work, so b=64
+    (N = 2400) still needs 1200 samples; the time-optimal choice at a new cap is
+    Algorithm 1's there (the common factor 1 - p cancels)."""
+    rel, n_max = {16: 0.5, 64: 1.0}, 2400
+    p = progress_fraction({16: 600}, rel, n_max)
+    assert p == pytest.approx(0.5)
+    assert remaining_samples(p, 64, rel, n_max) == pytest.approx(1200)
+    assert remaining_samples(p, 16, rel, n_max) == pytest.approx(600)
+    assert progress_fraction({16: 600, 64: 1200}, rel, n_max) == pytest.approx(1.0)
+
+
+PROFILE = Profile(
+    device={"name": "sim:x"},
+    model="m",
+    input_shape=(1,),
+    rows=(
+        ProfileRow(16, 500.0, 2.0e-3, 3.0, 2.8),
+        ProfileRow(16, 900.0, 1.2e-3, 3.6, 3.4),
+        ProfileRow(64, 500.0, 1.0e-3, 3.4, 3.2),
+        ProfileRow(64, 900.0, 0.6e-3, 4.4, 4.2),
+    ),
+)
+
+
+def test_reselector_follows_the_cap_and_pauses_when_nothing_fits() -> None:
+    r = Reselector(PROFILE, {16: 0.5, 64: 1.0}, n_max=1000)
+    assert r.choose(5.0).batch_size == 64 and r.choose(5.0).freq_mhz == 900.0
+    assert (r.choose(3.3).batch_size, r.choose(3.3).freq_mhz) == (16, 500.0)
+    assert r.choose(2.9) is None and r.choose(0.0) is None
+    # An energy budget is what is left for the work that is left. Energy to the target
+    # (J): b16@500 2.8, b16@900 2.04, b64@500 3.2, b64@900 2.52; at 90% done with
+    # 2.78 J spent, 0.22 J is left for 10% of the work: only b16@900 (0.204 J) fits.
+    budget = Reselector(PROFILE, {16: 0.5, 64: 1.0}, energy_budget_j=3.0, n_max=1000)
+    full, late = budget.choose(5.0), budget.choose(5.0, p=0.9, energy_j=2.78)
+    assert (full.batch_size, full.freq_mhz) == (64, 900.0)
+    assert (late.batch_size, late.freq_mhz) == (16, 900.0)
+    # nothing fits what is left: the least energy, rather than stopping
+    spent = budget.choose(5.0, p=0.5, energy_j=2.99)
+    assert (spent.batch_size, spent.freq_mhz) == (16, 900.0)
+
+
+def _schedule_run(tmp_path: Path, extra: list[str]) -> list[str]:
+    sched = tmp_path / "s.csv"
+    sched.write_text("time_s,power_limit_w\n0,3.6\n0.08,0\n0.16,3.2\n0.3,none\n")
+    return ["run", "--device", "sim:jetson-nano", "--model", "small-cnn", "--proxy", "digits",
+            "--proxy-limit", "360", "--proxy-split-seed", "1", "--target", "digits",
+            "--target-limit", "800", "--batch-sizes", "16..128", "--target-accuracy", "0.93",
+            "--max-samples", "20000", "--eval-every", "128", "--estimate-seeds", "1",
+            "--torch-device", "cpu", "--no-progress", "--power-schedule", str(sched),
+            "--cache-dir", str(tmp_path / "cache"), *extra]  # fmt: skip
+
+
+def test_run_follows_a_schedule_with_an_outage(tmp_path: Path, capsys) -> None:
+    from undercap.cli import main
+
+    out = tmp_path / "out"
+    assert main(_schedule_run(tmp_path, ["-o", str(out)])) == 0, capsys.readouterr().err
+    train = json.loads((out / "train.json").read_text())
+    segs = train["segments"]
+    assert train["reached"] and (out / "schedule.png").is_file()
+    paused = [s for s in segs if s["batch_size"] is None]
+    assert len(paused) == 1 and paused[0]["power_limit_w"] == 0 and paused[0]["samples"] == 0
+    assert paused[0]["end_s"] == pytest.approx(0.16)
+    assert train["pause_time_s"] == pytest.approx(paused[0]["end_s"] - paused[0]["start_s"])
+    # every training segment stays within its own cap, and the configuration changes
+    for s in segs:
+        if s["batch_size"] is not None and s["power_limit_w"] is not None:
+            assert s["peak_power_w"] <= s["power_limit_w"], s
+    configs = {(s["batch_size"], s["freq_mhz"]) for s in segs if s["batch_size"]}
+    assert len(configs) >= 2
+    assert sum(s["samples"] for s in segs) == train["samples_trained"]
+    assert train["time_to_accuracy_s"] == pytest.approx(
+        train["train_time_s"] + train["pause_time_s"]
+    )
+    assert "paused" in (out / "summary.md").read_text()
+
+
+def test_killed_mid_schedule_resumes_with_nothing_lost(tmp_path: Path, capsys) -> None:
+    """SIGKILL during a scheduled run, then the same command: it resumes from the
+    checkpoint and ends exactly as an uninterrupted run."""
+    from undercap.cli import main
+
+    whole = tmp_path / "whole"
+    assert main(_schedule_run(tmp_path, ["-o", str(whole)])) == 0
+    ref = json.loads((whole / "train.json").read_text())
+    sel = whole / "selection.json"
+    base = ["train", "--from-selection", str(sel), "--power-schedule", str(tmp_path / "s.csv"),
+            "--torch-device", "cpu", "--no-progress", "--checkpoint-every-samples", "64",
+            "--checkpoint-dir", str(tmp_path / "ckpt")]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "undercap.cli", *base, "-o", str(tmp_path / "k.json")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    ckpt = tmp_path / "ckpt" / "checkpoint.pt"
+    deadline = time.monotonic() + 120
+    while not ckpt.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    out = tmp_path / "resumed.json"
+    assert main([*base, "--resume", "-o", str(out)]) == 0, capsys.readouterr().err
+    res = json.loads(out.read_text())
+    for key in ("reached", "samples_to_target", "samples_trained"):
+        assert res[key] == ref[key], key
+    assert res["time_to_accuracy_s"] == pytest.approx(ref["time_to_accuracy_s"], rel=1e-6)
+    strip = ("peak_power_w", "mean_power_w", "energy_j")  # sensor noise differs per process
+
+    def same(segments: list[dict]) -> list[dict]:
+        return [
+            {k: round(v, 9) if isinstance(v, float) else v for k, v in s.items() if k not in strip}
+            for s in segments
+        ]
+
+    assert same(res["segments"]) == same(ref["segments"])
+    assert sum(s["energy_j"] for s in res["segments"]) == pytest.approx(res["energy_j"], rel=1e-6)
