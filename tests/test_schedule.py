@@ -185,3 +185,55 @@ def test_killed_mid_schedule_resumes_with_nothing_lost(tmp_path: Path, capsys) -
 
     assert same(res["segments"]) == same(ref["segments"])
     assert sum(s["energy_j"] for s in res["segments"]) == pytest.approx(res["energy_j"], rel=1e-6)
+
+
+def test_repeating_schedule(tmp_path: Path) -> None:
+    p = tmp_path / "r.csv"
+    p.write_text("time_s,power_limit_w\n0,0\n2,5\n8,0\n10,repeat\n")
+    s = load_schedule(p)
+    assert s.period_s == 10 and [s.limit_at(t) for t in (1, 2, 9, 12, 18.5)] == [0, 5, 0, 5, 0]
+    assert [s.next_change_after(t) for t in (0, 5, 9, 12)] == [2, 8, 12, 18]
+    assert load_schedule_text(tmp_path, s.to_csv()) == s.limits_w
+    with pytest.raises(ArtifactError, match="repeat period"):
+        load_schedule_text(tmp_path, "time_s,power_limit_w\n0,1\n5,2\n4,repeat\n")
+
+
+def test_solar_schedule_from_irradiance(tmp_path: Path, capsys) -> None:
+    """PV = G x area x efficiency x derate, minus the rest of the system; a battery
+    carries the device through a cloud; time compressed into the training's span."""
+    from undercap.cli import main
+    from undercap.recipes.solar import SolarSystem, caps_w, solar_schedule
+
+    rows = [(60.0 * i, g) for i, g in enumerate([-2, 0, 500, 1000, 100, 800, 0, -1])]
+    system = SolarSystem(area_m2=0.05, efficiency=0.2, derate=1.0, rest_w=1.0)
+    assert caps_w(rows, system) == [0, 0, 4.0, 9.0, 0, 7.0, 0, 0]
+    # A 0.1 Wh battery at half charge, a 5 W device: the night's first minute drains it
+    # (2 W to the device, 1 W to the rest); sun above 5 W refills it (x 0.9), and it
+    # carries the device through the cloud at 2 W.
+    battery = SolarSystem(area_m2=0.05, efficiency=0.2, derate=1.0, rest_w=1.0,
+                          battery_wh=0.1, battery_w=2.0, initial_soc=0.5, reserve=0.0,
+                          device_max_w=5.0)  # fmt: skip
+    assert caps_w(rows, battery) == [2.0, 0, 4.0, 5.0, 2.0, 5.0, 2.0, 0.4]
+    path = tmp_path / "ghi.csv"
+    path.write_text("time_s,ghi_w_m2\n" + "".join(f"{t:g},{g}\n" for t, g in rows))
+    sched, factor = solar_schedule(path, system, duration_s=5.0)
+    # daylight: the 4 minutes from 120 s with G > 1 W/m^2, into 5 s: 48x
+    assert factor == pytest.approx(240 / 5) and sched.times_s[0] == 0.0
+    assert [sched.limit_at(t) for t in (0.0, 1.3, 2.6, 3.8)] == [4.0, 9.0, 0, 7.0]
+    rep, _ = solar_schedule(path, system, duration_s=5.0, repeat=True)
+    assert rep.period_s == pytest.approx(480 / 48) and rep.limit_at(rep.period_s + 1.3) == 9.0
+    out = tmp_path / "s.csv"
+    assert main(["solar", str(path), "--panel-area-m2", "0.05", "--derate", "1", "--rest-w",
+                 "1", "--duration-s", "5", "-o", str(out)]) == 0  # fmt: skip
+    assert load_schedule(out).limits_w == sched.limits_w
+    assert "no power for" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not (REPO.parent / "shared/data/power").is_dir(), reason="no shared data")
+def test_solar_days_from_shared_data(tmp_path: Path) -> None:
+    from undercap.recipes.solar import SolarSystem, solar_schedule
+
+    for day in ("ghi-golden-co-2018-10-14-cloudy.csv", "ghi-alamosa-co-2016-01-01-clear.csv"):
+        sched, _ = solar_schedule(REPO.parent / "shared/data/power" / day, SolarSystem(),
+                                  duration_s=10, repeat=True)  # fmt: skip
+        assert 0.0 in sched.limits_w and max(sched.limits_w) > 3.0 and sched.period_s > 10

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "undercap.cli.estimate",
     "undercap.cli.train",
     "undercap.cli.recipes",
+    "undercap.cli.solar",
 )
 
 

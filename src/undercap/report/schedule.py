@@ -65,3 +65,20 @@ def plot_schedule(
     bottom.set_xlabel("time from the start of training (s)")
     bottom.grid(alpha=0.3)
     return save_figure(fig, path)
+
+
+def plot_cap(schedule: Any, path: Union[str, Path], *, title: str = "") -> Path:
+    """A schedule by itself: the cap over (schedule) time."""
+    require("matplotlib", "plot", "plotting")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3))
+    ax = fig.subplots()
+    caps = [float("nan") if c is None else c for c in schedule.limits_w]
+    end = schedule.times_s[-1] * 1.01 + 1e-9
+    ax.step([*schedule.times_s, end], [*caps, caps[-1]], where="post", color="tab:red")
+    ax.set_xlabel("time from the start of training (s)")
+    ax.set_ylabel("power cap (W)")
+    ax.grid(alpha=0.3)
+    ax.set_title(title or f"power cap: {schedule.source}", fontsize=10)
+    return save_figure(fig, path)

@@ -235,3 +235,22 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
     files = "profile.json, efficiency.json, selection.json, train.json, summary.md"
     lines += ["", "Files: " + files + (", schedule.png" if result.segments else "")]
     return "\n".join(lines) + "\n"
+
+
+def schedule_summary(schedule: Any, compress: float) -> str:
+    """What a power schedule offers: its span, caps and outages."""
+    times, caps = list(schedule.times_s), list(schedule.limits_w)
+    end = schedule.period_s or times[-1] + (times[-1] - times[-2] if len(times) > 1 else 0.0)
+    spans = [b - a for a, b in zip(times, times[1:] + [end])]
+    out = sum(s for s, c in zip(spans, caps) if c == 0)
+    energy = sum(s * (c or 0.0) for s, c in zip(spans, caps))
+    finite = [c for c in caps if c is not None]
+    return "\n".join(
+        [
+            f"power schedule from {schedule.source}: {len(times)} changes over {end:.4g} s "
+            f"(daylight compressed {compress:g}x)"
+            + (f", repeating every {schedule.period_s:.4g} s" if schedule.period_s else ""),
+            f"  cap {min(finite):.2f} .. {max(finite):.2f} W; no power for {out:.4g} s "
+            f"({100 * out / end if end else 0:.0f}% of the time); {energy:.4g} J available",
+        ]
+    )

@@ -5,7 +5,8 @@ A cap comes from a schedule file (`--power-schedule`, CSV `time_s,power_limit_w`
 limit of each row holds until the next row, times on the device's clock from the
 start of training; an empty or `none` limit means no cap, 0 W means no power) or a
 live source (`--power-source`, a file another program rewrites with the current
-limit, e.g. from a solar charge controller, read again every `poll_s` seconds).
+limit, e.g. from a solar charge controller, read again every `poll_s` seconds). A
+last row `PERIOD,repeat` makes a schedule repeat every PERIOD seconds (day after day).
 
 The schedule clock is the training time plus the time paused for lack of power
 (evaluation excluded). On a simulated device that is exactly its virtual clock; on
@@ -46,18 +47,26 @@ class PowerSchedule:
     times_s: Tuple[float, ...]
     limits_w: Tuple[Optional[float], ...]
     source: str = "<schedule>"
+    period_s: Optional[float] = None  # repeats every period_s (None: the last row holds)
 
     def limit_at(self, t_s: float) -> Optional[float]:
         """The limit in force at schedule time `t_s` (the first row's before it)."""
+        if self.period_s:
+            t_s = t_s % self.period_s
         i = max(0, _last_at_or_before(self.times_s, t_s))
         return self.limits_w[i]
 
     def next_change_after(self, t_s: float) -> Optional[float]:
         """When the limit next changes after `t_s` (None: never)."""
         current = self.limit_at(t_s)
-        for t, lim in zip(self.times_s, self.limits_w):
-            if t > t_s + 1e-12 and lim != current:
-                return t
+        cycles = [0.0]
+        if self.period_s:  # this cycle's rows, then the next cycle's
+            start = t_s - t_s % self.period_s
+            cycles = [start, start + self.period_s]
+        for offset in cycles:
+            for t, lim in zip(self.times_s, self.limits_w):
+                if t + offset > t_s + 1e-12 and lim != current:
+                    return t + offset
         return None
 
     @property
@@ -72,6 +81,8 @@ class PowerSchedule:
             f"{t:g},{'none' if w is None else f'{w:g}'}"
             for t, w in zip(self.times_s, self.limits_w)
         ]
+        if self.period_s:
+            lines.append(f"{self.period_s:g},repeat")
         return "\n".join(lines) + "\n"
 
 
@@ -96,13 +107,18 @@ def load_schedule(path: Union[str, Path]) -> PowerSchedule:
             f"power schedule {path}: expected a CSV with the columns time_s,power_limit_w "
             "and at least one row"
         )
+    period = None
+    if len(rows) > 1 and (rows[-1]["power_limit_w"] or "").strip().lower() == "repeat":
+        period = _number(rows.pop()["time_s"], path, len(rows) + 2, "time_s")
     times, limits = [], []
     for i, row in enumerate(rows, start=2):
         times.append(_number(row["time_s"], path, i, "time_s"))
         limits.append(_limit(row["power_limit_w"], path, i))
     if times[0] < 0 or any(b <= a for a, b in zip(times, times[1:])):
         raise ArtifactError(f"power schedule {path}: time_s must start at >= 0 and increase")
-    return PowerSchedule(tuple(times), tuple(limits), str(path))
+    if period is not None and period <= times[-1]:
+        raise ArtifactError(f"power schedule {path}: the repeat period must follow the last row")
+    return PowerSchedule(tuple(times), tuple(limits), str(path), period)
 
 
 def _number(text: Optional[str], path: Path, line: int, what: str) -> float:
