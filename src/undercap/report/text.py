@@ -180,6 +180,20 @@ def _cap(cfg: Any) -> str:
     return _limit(cfg.power_limit_w)
 
 
+def _predicted_lines(selection: Any, result: Any) -> list[str]:
+    """What the profile and r(b) predicted, beside what the run measured."""
+    t, e = selection.extra.get("predicted_time_s"), selection.extra.get("predicted_energy_j")
+    if t is None or not result.reached:
+        return []
+    objective = selection.extra.get("objective", "time")
+    return [
+        f"- objective: {objective}; predicted {t:.3g} s and "
+        + ("-" if e is None else f"{e:.3g} J")
+        + f" to the target (r(b) x N(b_max) on the proxy), measured "
+        f"{result.time_to_accuracy_s:.3g} s and {result.energy_j:.3g} J"
+    ]
+
+
 def _segment_lines(result: Any) -> list[str]:
     """The configuration per segment of a run whose cap changed."""
     if not result.segments:
@@ -230,6 +244,7 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
         f"- energy {result.energy_j:.1f} J; power peak {result.peak_power_w:.2f} W, mean "
         f"{result.mean_power_w:.2f} W; power-guard events: {len(result.guard_events)}",
     ]
+    lines += _predicted_lines(selection, result)
     lines += _segment_lines(result)
     lines += [f"- warning: {w}" for w in result.warnings]
     files = "profile.json, efficiency.json, selection.json, train.json, summary.md"
