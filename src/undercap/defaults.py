@@ -8,20 +8,40 @@ times in seconds, rates in Hz, power in W.
 # --- profiling (Sec. 4.1) ------------------------------------------------------------
 #: batch sizes `undercap profile` tries; those that do not fit in memory are skipped
 PROFILE_BATCH_SIZES = (8, 16, 32, 64, 128, 256, 512)
-#: warm-up mini-batches per configuration (allocation, cuDNN autotuning, DVFS settling)
-PROFILE_WARMUP_STEPS = 2
-#: measured mini-batches per configuration
-PROFILE_MEASURE_STEPS = 5
+#: warm-up mini-batches per batch size (allocation, cuDNN autotuning); a clock change
+#: needs none (profile/measure.py)
+PROFILE_WARMUP_STEPS = 1
+#: fewest measured mini-batches per configuration (two give a confidence interval)
+PROFILE_MEASURE_STEPS = 2
+#: most measured mini-batches per configuration, whatever the confidence intervals say
+PROFILE_MAX_STEPS = 50
+#: a configuration is measured for at least this many power windows (devices.base.
+#: power_window_s: the robust-peak window, widened for slow sensors)
+PROFILE_MIN_WINDOWS = 3.0
+#: stop measuring once the 95% confidence interval of time per sample is within this
+#: fraction of it ...
+PROFILE_TIME_REL_TOL = 0.02
+#: ... and that of the peak power (over repeated windows) within this fraction of it
+PROFILE_PEAK_REL_TOL = 0.03
 #: power readings per second while profiling
 PROFILE_SAMPLE_RATE_HZ = 200.0
+
+# --- the safety margin between a profiled peak and the limit (profile/margin.py) -----
+#: the training run the margin is sized for: a day of power windows ...
+MARGIN_RUN_S = 86_400.0
+#: ... in which a window above the limit from sensor noise has at most this probability
+MARGIN_ALPHA = 0.01
 
 # --- power readings -------------------------------------------------------------------
 #: power readings per second while training (the guard's input)
 TRAIN_SAMPLE_RATE_HZ = 100.0
 #: the robust peak is the highest moving average over this window (devices/sampler.py)
 PEAK_WINDOW_S = 0.2
-#: the power guard steps the clock down after power stayed above the limit this long
-GUARD_WINDOW_S = 1.0
+#: the shortest power window the guard judges (devices.base.power_window_s widens it
+#: for slow sensors); the robust peak's window, so the guard acts on what the limit means
+GUARD_WINDOW_S = PEAK_WINDOW_S
+#: a power window holds at least this many sensor updates (devices.base.power_window_s)
+SENSOR_UPDATES_PER_WINDOW = 2
 
 # --- estimating r(b) on a proxy (Sec. 4.2) ----------------------------------------------
 ESTIMATE_BATCH_SIZES = (8, 16, 32, 64, 128)

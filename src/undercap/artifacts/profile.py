@@ -7,6 +7,7 @@ wrong choice later. No torch import.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,14 @@ from undercap.errors import ArtifactError
 PROFILE_SCHEMA = "undercap.profile/1"
 
 
+#: optional row fields (profiles since the adaptive sweep; older rows lack them):
+#: peak_margin_w   the safety margin selection adds to peak_power_w (profile/margin.py)
+#: noise_w         sensor noise of one reading, from the measurement's readings
+#: peak_spread_w   spread (std) of the peak over the measurement's repeated windows
+#: steps           measured mini-batches; duration_s: measured device time
+OPTIONAL_ROW_FIELDS = ("peak_margin_w", "noise_w", "peak_spread_w", "steps", "duration_s")
+
+
 @dataclass(frozen=True)
 class ProfileRow:
     batch_size: int
@@ -25,15 +34,24 @@ class ProfileRow:
     time_per_sample_s: float
     peak_power_w: float
     mean_power_w: float
+    peak_margin_w: Optional[float] = None
+    noise_w: Optional[float] = None
+    peak_spread_w: Optional[float] = None
+    steps: Optional[int] = None
+    duration_s: Optional[float] = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "batch_size": self.batch_size,
             "freq_mhz": self.freq_mhz,
             "time_per_sample_s": self.time_per_sample_s,
             "peak_power_w": self.peak_power_w,
             "mean_power_w": self.mean_power_w,
         }
+        for key in OPTIONAL_ROW_FIELDS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,17 @@ class Profile:
     cost: dict[str, Any] = field(default_factory=dict)  # what profiling itself cost
     workload: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: how the efficient sweep chose what to measure: its limit, the r(b) it pruned
+    #: with, batch sizes pruned and why (profile/sweep.py); how margins were sized
+    sweep: dict[str, Any] = field(default_factory=dict)
+
+    def with_margin(self, margin_w: Optional[float]) -> Profile:
+        """This profile with every row's safety margin set to `margin_w` (None: as
+        measured), for code that selects from rows (a changing cap re-selects)."""
+        if margin_w is None:
+            return self
+        rows = tuple(dataclasses.replace(r, peak_margin_w=float(margin_w)) for r in self.rows)
+        return dataclasses.replace(self, rows=rows)
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -79,6 +108,7 @@ class Profile:
             "cost": self.cost,
             "workload": self.workload,
             "provenance": self.provenance,
+            **({"sweep": self.sweep} if self.sweep else {}),
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -121,6 +151,7 @@ class Profile:
             cost=dict(obj.get("cost", {})),
             workload=dict(obj.get("workload", {})),
             provenance=dict(obj.get("provenance", {})),
+            sweep=dict(obj.get("sweep") or {}),
         )
 
 
@@ -141,7 +172,17 @@ def _profile_row(r: Any, i: int, path: PathLike) -> ProfileRow:
         time_per_sample_s=finite(r["time_per_sample_s"], "time_per_sample_s", where, positive=True),
         peak_power_w=finite(r["peak_power_w"], "peak_power_w", where, positive=True),
         mean_power_w=finite(r["mean_power_w"], "mean_power_w", where, positive=True),
+        **_optional_fields(r, where),
     )
+
+
+def _optional_fields(r: dict[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in OPTIONAL_ROW_FIELDS:
+        if r.get(key) is not None:
+            x = finite(r[key], key, where)
+            out[key] = int(x) if key == "steps" else x
+    return out
 
 
 def load_profile(path: PathLike) -> Profile:

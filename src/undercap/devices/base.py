@@ -87,6 +87,14 @@ class Device(ABC):
         """Cumulative energy counter in J where the hardware has one, else None."""
         return None
 
+    def sensor_update_interval_s(self) -> float:
+        """Seconds between fresh readings of the power sensor: readings taken faster
+        repeat (or average over) the same conversion. Profiling measures for at least
+        a few windows of several updates, and the power guard judges windows of several
+        updates (`power_window_s`). Backends give their sensor's; this default is the
+        INA3221's power-on configuration (see jetson/device.py)."""
+        return INA3221_DEFAULT_UPDATE_S
+
     @abstractmethod
     def memory_bytes(self) -> int:
         """Memory the GPU can use for training."""
@@ -137,6 +145,58 @@ class Device(ABC):
         if not freqs:
             raise DeviceError(f"{self.name}: no available frequencies")
         return min(freqs, key=lambda f: abs(f - freq_mhz))
+
+    #: the latest `set_freq_mhz` that did not run at the requested clock, else None:
+    #: {"requested_mhz", "step_mhz" (the table step locked), "actual_mhz" (read back)}
+    last_snap: Optional[dict[str, float]] = None
+
+    def note_snap(self, requested_mhz: float, step_mhz: float, actual_mhz: float) -> None:
+        """Record what `set_freq_mhz` did (backends call it after every lock). A request
+        the device has no step for is snapped to the nearest step, visibly: one line on
+        stderr and `last_snap` (training results report it). A read-back that differs
+        from the step (a power-mode or thermal cap) is recorded here too; backends
+        decide whether to warn, since an idle GPU may read back a lower clock."""
+        off_table = abs(requested_mhz - step_mhz) > SNAP_TOLERANCE_MHZ
+        if not off_table and abs(actual_mhz - step_mhz) <= SNAP_TOLERANCE_MHZ:
+            self.last_snap = None
+            return
+        self.last_snap = {
+            "requested_mhz": float(requested_mhz),
+            "step_mhz": float(step_mhz),
+            "actual_mhz": float(actual_mhz),
+        }
+        if off_table:
+            print(
+                f"note: {self.name} has no {requested_mhz:g} MHz step; locked the nearest "
+                f"step, {step_mhz:g} MHz",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+#: TI INA3221 data sheet (SBOS576), CONFIG register reset value 7127h: three channels,
+#: 1 sample averaged, 1.1 ms bus and 1.1 ms shunt conversion; the Linux driver's
+#: update_interval = channels x samples x (bus + shunt conversion time)
+#: (Documentation/hwmon/ina3221.rst) = 3 x 1 x 2.2 ms.
+INA3221_DEFAULT_UPDATE_S = 0.0066
+#: requested and locked clocks closer than this are the same step (float round-off,
+#: Hz <-> MHz conversions)
+SNAP_TOLERANCE_MHZ = 1e-3
+
+
+def power_window_s(device: Device) -> float:
+    """The power window the guard judges and a profile measures several of: the robust
+    peak's window (devices/sampler.py), widened to hold SENSOR_UPDATES_PER_WINDOW fresh
+    sensor readings where the sensor updates slowly (a 1 s NVML average: 2 s)."""
+    from undercap import defaults
+
+    try:
+        update = float(device.sensor_update_interval_s())
+    except Exception:  # a backend that cannot say: the data-sheet default
+        update = INA3221_DEFAULT_UPDATE_S
+    if not (update > 0 and update < float("inf")):
+        update = INA3221_DEFAULT_UPDATE_S
+    return max(defaults.PEAK_WINDOW_S, defaults.SENSOR_UPDATES_PER_WINDOW * update)
 
 
 def torch_cuda_synchronize() -> None:

@@ -197,12 +197,8 @@ class NvmlDevice(RestoresOnCrash, Device):
         target = self.nearest_freq_mhz(freq_mhz)
         self._before_change()
         self._lock(target)
-        actual = self.current_freq_mhz()
-        self.last_snap = (
-            None
-            if actual == target and target == freq_mhz
-            else {"requested_mhz": float(freq_mhz), "step_mhz": target, "actual_mhz": actual}
-        )
+        # last_snap, and a stderr line for a request NVML has no clock for
+        self.note_snap(float(freq_mhz), target, self.current_freq_mhz())
         return target
 
     # --- state ----------------------------------------------------------------------
@@ -254,6 +250,16 @@ class NvmlDevice(RestoresOnCrash, Device):
                 pass
         self._power_source = "power usage (average)"
         return self._call(nv.nvmlDeviceGetPowerUsage, self._h, what="reading power") / 1000.0
+
+    def sensor_update_interval_s(self) -> float:
+        """How often NVML's power reading changes. nvmlDeviceGetPowerUsage is a 1 s
+        average on Ampere and newer (NVML API reference); the instant field and older
+        GPUs refresh about every 100 ms (Yang et al., "Part-time Power Measurements:
+        nvidia-smi's Lack of Attention", arXiv 2312.02741)."""
+        if self._power_source is None:
+            with contextlib.suppress(DeviceError):
+                self.power_w()  # decides which reading this GPU gives
+        return 1.0 if self._power_source == "power usage (average)" else 0.1
 
     def energy_j(self) -> Optional[float]:
         if self._energy_ok is False:

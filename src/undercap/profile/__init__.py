@@ -1,29 +1,25 @@
-"""Measure the lookup table t(b, f), P(b, f) on a device (paper Section 4.1).
+"""STEP 1: measure the lookup table t(b, f), P(b, f) on a device (paper Section 4.1).
 
-For every configuration we lock the frequency, run a few warm-up mini-batches of the
-real model (excluded: first-iteration allocation, cuDNN autotuning, DVFS settling),
-synchronise, then time `measure_steps` mini-batches while sampling power. Time per
-sample is data-independent, so inputs are random tensors of the model's shape.
+Each configuration runs mini-batches of the real model until time per sample and peak
+power are known well enough (measure.py: adaptive length, one warm-up per batch size,
+random inputs of the model's shape since time per sample is data-independent). Each
+row also carries its safety margin (margin.py), which selection adds to the peak.
 
-Two sweeps:
+Two sweeps (sweep.py):
 * full: every batch size x every frequency;
-* efficient (power limit known, Sec. 4.1): start from the largest batch at the
-  lowest frequency and raise f until the limit is exceeded; then take the next
-  smaller batch starting from the last feasible frequency (a smaller batch draws
-  less power at the same f, so every lower f is feasible for it too and need not
-  be measured). This skips most infeasible and dominated configurations.
+* efficient, for one power limit: per batch size (ascending) only what it takes to
+  find its highest feasible clock (peak + margin within the limit), searching down
+  from the previous batch size's answer, and, given r(b), skipping batch sizes that
+  provably cannot win. It picks what Algorithm 1 on the full table would.
 
-On a simulated device the virtual clock and modelled power give t and P; the host
-still runs one real training step per batch size (the model must build, fit and
-train), and the device accounts every configuration's steps. On real hardware every
-configuration runs the real model.
+What profiling cost (device time, energy, configurations, steps) and what the
+shortcuts saved is recorded in the profile's `cost`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from undercap import defaults
@@ -31,106 +27,25 @@ from undercap.artifacts.profile import Profile, ProfileRow
 from undercap.artifacts.provenance import provenance
 from undercap.devices.base import Device, controlled
 from undercap.devices.sampler import PowerSampler
-from undercap.errors import DeviceError, DeviceOutOfMemoryError, UndercapError
+from undercap.errors import DeviceError, UndercapError
+from undercap.profile.measure import Measurer, ProfileSettings
 from undercap.profile.stepper import Stepper
+from undercap.profile.sweep import SweepOutcome, efficient_sweep, full_plan
 from undercap.report.progress import bar as progress_bar
 
 DEFAULT_BATCH_SIZES = defaults.PROFILE_BATCH_SIZES
 
-
-@dataclass(frozen=True)
-class ProfileSettings:
-    warmup_steps: int = defaults.PROFILE_WARMUP_STEPS
-    measure_steps: int = defaults.PROFILE_MEASURE_STEPS
-    sample_rate_hz: float = defaults.PROFILE_SAMPLE_RATE_HZ
-    seed: int = 0
-    #: Simulated devices only: run one real step per batch size on the host to
-    #: prove the model builds, fits and trains. False skips host compute; the
-    #: device model still gives every t and P. Used to profile many models cheaply
-    #: (e.g. for the baselines' safe frequency).
-    host_steps: bool = True
-
-
-class _Run:
-    """State of one profiling session: measures configurations, records rows/cost."""
-
-    def __init__(
-        self, device: Device, stepper: Stepper, settings: ProfileSettings, tick: Callable[[], None]
-    ) -> None:
-        self.device, self.stepper, self.settings, self.tick = device, stepper, settings, tick
-        self.rows: list[ProfileRow] = []
-        self.unfit: list[int] = []
-        self.steps = 0
-        self.snaps: list[dict[str, float]] = []  # configurations whose clock read back differently
-        self.can_control = not device.read_only and device.info().control_permitted
-        self.host_steps = settings.host_steps or not device.is_simulated
-
-    def _host_step(self, b: int) -> None:
-        # Simulated devices: the host already ran one real step per batch size in
-        # fits(); host speed does not enter the virtual clock, which charges here.
-        if not self.device.is_simulated:
-            self.stepper.step()
-        self.device.account_step(self.stepper.workload, b)
-        self.steps += 1
-
-    def fits(self, b: int) -> bool:
-        try:
-            self.device.check_fits(self.stepper.workload, b)
-            if self.host_steps:  # a real step proves it builds and fits on the host
-                self.stepper.set_batch_size(b)
-                self.stepper.step()
-                self.stepper.synchronize()
-        except DeviceOutOfMemoryError:
-            return False
-        except RuntimeError as e:
-            if self.stepper.is_oom(e):
-                return False
-            raise
-        return True
-
-    def measure(self, b: int, freq_mhz: Optional[float]) -> ProfileRow:
-        dev, s = self.device, self.settings
-        if freq_mhz is None:  # read-only: measure at whatever clock the device runs
-            step = dev.current_freq_mhz()
-        else:
-            # Rows are keyed by the requested step: a throttled board can read back
-            # the same clock for two steps, which would make duplicate rows.
-            step, read_back = freq_mhz, dev.set_freq_mhz(freq_mhz)
-            if abs(read_back - freq_mhz) > 1e-6:
-                self.snaps.append(
-                    {"batch_size": b, "freq_mhz": freq_mhz, "read_back_mhz": read_back}
-                )
-        if not dev.is_simulated:
-            self.stepper.set_batch_size(b)
-        for _ in range(s.warmup_steps):
-            self._host_step(b)
-        self.stepper.synchronize()
-        dev.synchronize()
-        with PowerSampler(dev, rate_hz=s.sample_rate_hz) as sampler:
-            t0 = dev.now_s()
-            for _ in range(s.measure_steps):
-                self._host_step(b)
-            self.stepper.synchronize()
-            dev.synchronize()
-            t1 = dev.now_s()
-        stats = sampler.stats()
-        row = ProfileRow(
-            batch_size=b,
-            freq_mhz=float(step),
-            time_per_sample_s=(t1 - t0) / (s.measure_steps * b),
-            peak_power_w=stats.peak_w,
-            mean_power_w=stats.mean_w,
-        )
-        self.rows.append(row)
-        self.tick()
-        return row
+__all__ = ["DEFAULT_BATCH_SIZES", "ProfileSettings", "run_profile", "sweep_plan"]
 
 
 def sweep_plan(
     batch_sizes: Sequence[int], freqs_mhz: Sequence[float]
 ) -> list[tuple[int, Optional[float]]]:
     """The full sweep's configurations in measuring order."""
-    return [(b, f) for b in sorted(batch_sizes) for f in (sorted(freqs_mhz) or [None])]
+    freqs = sorted(freqs_mhz)
+    if not freqs:
+        return [(b, None) for b in sorted(batch_sizes)]
+    return [(b, freqs[i]) for b, i in full_plan(batch_sizes, len(freqs))]
 
 
 def run_profile(
@@ -147,11 +62,16 @@ def run_profile(
     torch_device: str = "auto",
     progress: bool = True,
     task: Optional[str] = None,
+    relative: Optional[Mapping[int, float]] = None,
+    margin_w: Optional[float] = None,
+    prior: Optional[Profile] = None,
 ) -> Profile:
     """Profile `model_name` on `device`. With a power limit the efficient sweep is
-    used unless `efficient=False`. Read-only devices are measured at their current
-    clock only. `task` ("classification" or "next-token") tells a user's model's
-    inputs apart (built-in models know theirs)."""
+    used unless `efficient=False`; `relative` (r(b)) lets it skip batch sizes that
+    cannot win, and `margin_w` replaces the measured margins in its feasibility test.
+    Rows of `prior` (same device and model) are reused, not measured again, and its
+    cost is added. Read-only devices are measured at their current clock only.
+    `task` ("classification" or "next-token") tells a user's model's inputs apart."""
     from undercap.train.loop import resolve_torch_device
 
     settings = settings or ProfileSettings()
@@ -164,50 +84,154 @@ def run_profile(
         model_name, shape, num_classes, resolve_torch_device(torch_device), settings.seed, task
     )
     bar = progress_bar(progress, desc=f"profile {model_name} on {device.name}", unit="cfg")
-    run = _Run(device, stepper, settings, tick=bar.update)
+    run = Measurer(device, stepper, settings, bar.update, _prior_rows(prior, device, model_name))
     energy0, dev_t0 = device.energy_j(), device.now_s()
+    outcome: Optional[SweepOutcome] = None
     with PowerSampler(device, rate_hz=settings.sample_rate_hz) as whole, controlled(device):
         freqs = _frequencies(run, freqs_mhz)
         fitting = _fitting_batch_sizes(run, batch_sizes or DEFAULT_BATCH_SIZES)
-        bar.total = len(fitting) * len(freqs) if not efficient else None
-        if efficient:
-            _efficient_sweep(run, fitting, freqs, power_limit_w)  # type: ignore[arg-type]
+        if efficient and run.can_control:
+            outcome = _efficient(run, fitting, freqs, power_limit_w, relative, margin_w)  # type: ignore[arg-type]
         else:
-            for b, f in sweep_plan(fitting, freqs):
+            bar.total = len(fitting) * len(freqs)
+            for b, f in sweep_plan(fitting, [f for f in freqs if f is not None]):
                 run.measure(b, f)
     bar.close()
-    if not run.rows:
+    rows = _rows(run, fitting, model_name, device.name)
+    spent = (device.now_s() - dev_t0, _energy(device, whole, energy0), time.monotonic() - wall0)
+    cost = _cost(run, rows, fitting, freqs, spent, outcome, prior)
+    mode = "efficient" if outcome is not None else ("read-only" if not run.can_control else "full")
+    sweep = _sweep_record(run, outcome, power_limit_w, relative, margin_w, freqs)
+    return _artifact(run, rows, model_name, shape, mode, power_limit_w, cost, sweep)
+
+
+def _efficient(
+    run: Measurer,
+    fitting: list[int],
+    freqs: list[Optional[float]],
+    limit: float,
+    relative: Optional[Mapping[int, float]],
+    margin_w: Optional[float],
+) -> SweepOutcome:
+    def margin(row: ProfileRow) -> float:
+        return (row.peak_margin_w or 0.0) if margin_w is None else margin_w
+
+    def feasible(row: ProfileRow) -> bool:
+        return row.peak_power_w + margin(row) <= limit
+
+    def near(row: ProfileRow) -> bool:
+        return abs(row.peak_power_w + margin(row) - limit) <= run.near_band_w(row)
+
+    rel = None if relative is None else {int(b): float(r) for b, r in relative.items()}
+    return efficient_sweep(
+        fitting, len(freqs), lambda b, i: run.measure(b, freqs[i]), feasible, near, rel
+    )
+
+
+def _prior_rows(
+    prior: Optional[Profile], device: Device, model: str
+) -> Optional[dict[tuple[int, float], ProfileRow]]:
+    if prior is None:
+        return None
+    if prior.model != model or prior.device.get("name") != device.name:
         raise UndercapError(
-            f"no batch size fits {model_name} on {device.name}; try smaller --batch-sizes"
+            f"cannot reuse a profile of {prior.model} on {prior.device.get('name')} for "
+            f"{model} on {device.name}"
         )
+    return {(r.batch_size, r.freq_mhz): r for r in prior.rows}
+
+
+def _rows(run: Measurer, fitting: list[int], model: str, device: str) -> list[ProfileRow]:
+    rows = [r for k, r in run.rows.items() if k[0] in fitting]
+    if not rows:
+        raise UndercapError(f"no batch size fits {model} on {device}; try smaller --batch-sizes")
+    return rows
+
+
+def _energy(device: Device, whole: PowerSampler, energy0: Optional[float]) -> float:
+    """Energy since `energy0`: the device's counter where it has one, else the sampler's."""
     energy1 = device.energy_j()
-    cost = {
-        "device_time_s": device.now_s() - dev_t0,
-        "energy_j": whole.stats().energy_j
-        if energy0 is None or energy1 is None
-        else energy1 - energy0,
-        "wall_s": time.monotonic() - wall0,
-        "configurations": len(run.rows),
-        "steps": run.steps,
+    if energy0 is None or energy1 is None:
+        return whole.stats().energy_j
+    return energy1 - energy0
+
+
+def _cost(
+    run: Measurer,
+    rows: list[ProfileRow],
+    fitting: list[int],
+    freqs: list[Optional[float]],
+    spent: tuple[float, float, float],
+    outcome: Optional[SweepOutcome],
+    prior: Optional[Profile],
+) -> dict[str, Any]:
+    """What profiling cost (`spent`: device time, energy, wall time; plus `prior`'s),
+    and what the shortcuts saved against measuring the whole grid with a warm-up per
+    configuration."""
+    before = prior.cost if prior else {}
+    measured = len([k for k in run.rows if k not in run.reused and k[0] in fitting])
+    grid = len(fitting) * len(freqs)
+    return {
+        "device_time_s": spent[0] + float(before.get("device_time_s", 0.0)),
+        "energy_j": spent[1] + float(before.get("energy_j", 0.0)),
+        "wall_s": spent[2] + float(before.get("wall_s", 0.0)),
+        "configurations": len(rows),
+        "steps": run.warmup_steps + run.measured_steps + int(before.get("steps", 0)),
+        "measured_steps": run.measured_steps + int(before.get("measured_steps", 0)),
+        "warmup_steps": run.warmup_steps + int(before.get("warmup_steps", 0)),
+        "reused_configurations": len(rows) - measured,
+        "saved": {
+            "configurations_not_measured": grid - len(rows),
+            "grid_configurations": grid,
+            "by_reason": dict(outcome.skipped) if outcome else {},
+            "warmup_steps_shared": max(0, len(rows) - len(fitting)) * run.settings.warmup_steps,
+        },
     }
-    mode = "efficient" if efficient else ("read-only" if not run.can_control else "full")
-    return _artifact(run, model_name, shape, mode, power_limit_w, cost)
+
+
+def _sweep_record(
+    run: Measurer,
+    outcome: Optional[SweepOutcome],
+    limit: Optional[float],
+    relative: Optional[Mapping[int, float]],
+    margin_w: Optional[float],
+    freqs: list[Optional[float]],
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "window_s": run.window_s,
+        "sensor_update_interval_s": run.policy.sensor_update_s,
+        "min_duration_s": run.min_duration_s,
+        "margin": {**run.policy.to_dict(), "override_w": margin_w},
+    }
+    if outcome is not None:
+        out.update(
+            power_limit_w=limit,
+            relative={str(b): r for b, r in sorted((relative or {}).items())} or None,
+            pruned={str(b): why for b, why in sorted(outcome.pruned.items())},
+            highest_feasible_mhz={
+                str(b): None if i is None else freqs[i]
+                for b, i in sorted(outcome.highest_feasible.items())
+            },
+        )
+    return out
 
 
 def _artifact(
-    run: _Run,
+    run: Measurer,
+    rows: list[ProfileRow],
     model_name: str,
     shape: tuple[int, ...],
     mode: str,
     power_limit_w: Optional[float],
     cost: dict[str, Any],
+    sweep: dict[str, Any],
 ) -> Profile:
     info, settings = run.device.info(), run.settings
     return Profile(
         device=info.to_dict(),
         model=model_name,
         input_shape=shape,
-        rows=tuple(sorted(run.rows, key=lambda r: (r.batch_size, r.freq_mhz))),
+        rows=tuple(sorted(rows, key=lambda r: (r.batch_size, r.freq_mhz))),
         simulated=info.is_simulated,
         mode=mode,
         power_limit_w=power_limit_w,
@@ -220,15 +244,18 @@ def _artifact(
             seed=settings.seed,
             warmup_steps=settings.warmup_steps,
             measure_steps=settings.measure_steps,
+            max_steps=settings.max_steps,
             sample_rate_hz=settings.sample_rate_hz,
             host_torch_device=run.stepper.device,
             clock_snaps=run.snaps,
         ),
+        sweep=sweep,
     )
 
 
-def _frequencies(run: _Run, freqs_mhz: Optional[Sequence[float]]) -> list[Optional[float]]:
-    """Frequencies to sweep; read-only devices are measured at their current clock."""
+def _frequencies(run: Measurer, freqs_mhz: Optional[Sequence[float]]) -> list[Optional[float]]:
+    """Frequencies to sweep, ascending; read-only devices are measured at their current
+    clock. Requested clocks the device lacks are snapped to its nearest steps, visibly."""
     if not run.can_control:
         if freqs_mhz:
             raise DeviceError(
@@ -239,10 +266,20 @@ def _frequencies(run: _Run, freqs_mhz: Optional[Sequence[float]]) -> list[Option
     available = run.device.available_freqs_mhz()
     if not freqs_mhz:
         return list(available)
-    return sorted({run.device.nearest_freq_mhz(f) for f in freqs_mhz})
+    snapped = sorted({run.device.nearest_freq_mhz(f) for f in freqs_mhz})
+    off = [f for f in freqs_mhz if all(abs(f - s) > 1e-3 for s in available)]
+    if off:
+        import sys
+
+        print(
+            f"note: {run.device.name} has no step at {', '.join(f'{f:g}' for f in off)} MHz; "
+            f"profiling the nearest steps {', '.join(f'{f:g}' for f in snapped)} MHz",
+            file=sys.stderr,
+        )
+    return list(snapped)
 
 
-def _fitting_batch_sizes(run: _Run, batch_sizes: Sequence[int]) -> list[int]:
+def _fitting_batch_sizes(run: Measurer, batch_sizes: Sequence[int]) -> list[int]:
     """Batch sizes that fit, ascending; once one does not fit, larger ones are not tried."""
     fitting: list[int] = []
     for b in sorted(set(batch_sizes)):
@@ -251,19 +288,3 @@ def _fitting_batch_sizes(run: _Run, batch_sizes: Sequence[int]) -> list[int]:
         else:
             fitting.append(b)
     return fitting
-
-
-def _efficient_sweep(
-    run: _Run, batch_sizes: list[int], freqs: list[Optional[float]], power_limit_w: float
-) -> None:
-    """Paper Sec. 4.1: largest batch first, raise f until infeasible, then the next
-    smaller batch from the last feasible f."""
-    start = 0
-    for b in sorted(batch_sizes, reverse=True):
-        last_feasible = None
-        for i in range(start, len(freqs)):
-            row = run.measure(b, freqs[i])
-            if row.peak_power_w > power_limit_w:
-                break
-            last_feasible = i
-        start = last_feasible if last_feasible is not None else start

@@ -47,10 +47,12 @@ def build_selection(
     training: Optional[dict[str, Any]] = None,
     objective: str = "time",
     energy_budget_j: Optional[float] = None,
+    margin_w: Optional[float] = None,
 ) -> Selection:
     """Our choice for `objective` (select/objectives.py; Algorithm 1 for time), why
     batch sizes were left out, and both baselines (Baseline 2 picks from `proxy`,
     default `eff`). Expected speed-ups use r(b) from `eff`."""
+    profile, margin_note = profile.with_margin(margin_w), _margin_note(profile, margin_w)
     n_max = eff.samples_bmax
     choice = sel.choose(
         profile,
@@ -84,7 +86,8 @@ def build_selection(
     extra["baseline2"] = _baseline(
         lambda: sel.baseline2(profile, rel_proxy, power_limit_w, safe), choice, eff, why_not
     )
-    own = ("power_limit_w", "mean_power_w", "objective")
+    extra.update(_margin_extra(choice, margin_note, profile, eff))
+    own = ("power_limit_w", "mean_power_w", "objective", "power_margin_w")
     fields = {k: v for k, v in choice.to_dict().items() if k not in own}
     return Selection(
         **fields,
@@ -97,8 +100,39 @@ def build_selection(
     )
 
 
+def _margin_note(profile: Profile, margin_w: Optional[float]) -> str:
+    """Where the safety margin added to every peak comes from (select/core.py)."""
+    if margin_w is not None:
+        return "given with --power-margin-w"
+    if any(r.peak_margin_w is not None for r in profile.rows):
+        return "measured while profiling (sensor noise and the peak's spread)"
+    return "none: the profile predates measured margins (re-profile, or --power-margin-w)"
+
+
+def _margin_extra(choice: Any, source: str, profile: Profile, eff: Efficiency) -> dict[str, Any]:
+    """The choice's safety margin and its source; an efficient profile that skipped
+    batch sizes which could not win under its r(b) answers only for that r(b): say so
+    when this efficiency differs."""
+    note: dict[str, Any] = {"power_margin_w": choice.power_margin_w, "power_margin_source": source}
+    used = profile.sweep.get("relative") or {}
+    pruned = profile.sweep.get("pruned") or {}
+    if not pruned:
+        return note
+    same = all(abs(eff.relative.get(int(b), -1.0) - r) <= 1e-9 for b, r in used.items())
+    note["pruned_batch_sizes"] = dict(pruned)
+    if not same:
+        note["pruning_warning"] = (
+            "the profile skipped batch sizes that could not win under another r(b); "
+            "profile again with this --efficiency (or --full) before trusting this choice"
+        )
+    return note
+
+
 def _excluded(profile: Any, eff: Any, power_limit_w: Optional[float]) -> list[dict[str, Any]]:
     why = sel.excluded_batch_sizes(profile, eff.relative, power_limit_w)
+    for b, reason in (profile.sweep.get("pruned") or {}).items():
+        if int(b) in why:  # its rows stop at the first probe: pruning is the reason
+            why[int(b)] = f"skipped while profiling: {reason}"
     for b in eff.excluded_batch_sizes:  # more specific than "no efficiency estimate"
         if b in profile.batch_sizes:
             why[b] = f"never reached {eff.target_accuracy:.0%} accuracy on {eff.dataset}"

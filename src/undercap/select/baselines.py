@@ -20,14 +20,19 @@ from undercap.select.core import (
     _by_batch,
     _check_freq,
     _check_limit,
+    _check_margin,
     _check_relative,
     _choice,
     _within,
+    margin_of,
 )
 
 
 def safe_freq_mhz(
-    profiles: Union[Iterable[Profile], Profile], power_limit_w: Optional[float]
+    profiles: Union[Iterable[Profile], Profile],
+    power_limit_w: Optional[float],
+    *,
+    margin_w: Optional[float] = None,
 ) -> float:
     """The baselines' fixed "safe" frequency cap for a power limit (Sec. 5.1): the
     highest frequency at which no supported model exceeds the limit at any of its
@@ -36,12 +41,14 @@ def safe_freq_mhz(
     Power rises with frequency (dynamic power ~ C V(f)^2 f), so a frequency f is safe
     for one (model, b) when no row at or below f exceeds the limit and some row at or
     above f is within it. For a full sweep this is "every row at f is within the
-    limit"; it also handles the efficient sweep (Sec. 4.1), which skips rows.
+    limit"; it also handles the efficient sweep (Sec. 4.1), which skips rows. Within
+    the limit: peak plus margin (core.margin_of), like every selection.
     """
     profs = [profiles] if isinstance(profiles, Profile) else list(profiles)
     if not profs:
         raise UndercapError("safe_freq_mhz needs at least one profile")
     limit = _check_limit(power_limit_w)
+    margin_w = _check_margin(margin_w)
     names = {p.device.get("name") for p in profs}
     if len(names) > 1:
         raise UndercapError(f"profiles come from different devices {sorted(map(str, names))}")
@@ -50,21 +57,26 @@ def safe_freq_mhz(
     if limit is None:  # no cap: nothing to stay under
         return candidates[0]
     for f in candidates:
-        if all(_safe_for(rows, f, limit) for rows in groups):
+        if all(_safe_for(rows, f, limit, margin_w) for rows in groups):
             return f
     # The least limit with a safe frequency: the worst (model, b)'s cheapest row.
-    cheapest = (min(rows, key=lambda r: r.peak_power_w) for rows in groups)
-    worst = max(cheapest, key=lambda r: r.peak_power_w)
+    need = lambda r: r.peak_power_w + margin_of(r, margin_w)  # noqa: E731
+    cheapest = (min(rows, key=need) for rows in groups)
+    worst = max(cheapest, key=need)
     raise InfeasibleError(
         f"no frequency keeps every model under {limit:g} W: {_model_of(profs, worst)} at "
-        f"batch size {worst.batch_size} draws {worst.peak_power_w:.2f} W even at "
+        f"batch size {worst.batch_size} draws {worst.peak_power_w:.2f} W"
+        + (f" (+ {margin_of(worst, margin_w):.2f} W margin)" if margin_of(worst, margin_w) else "")
+        + " even at "
         f"{worst.freq_mhz:g} MHz; raise the power limit to at least that"
     )
 
 
-def _safe_for(rows: list[ProfileRow], f: float, limit: Optional[float]) -> bool:
-    no_violation_below = all(_within(r, limit) for r in rows if r.freq_mhz <= f)
-    evidence_above = any(_within(r, limit) for r in rows if r.freq_mhz >= f)
+def _safe_for(
+    rows: list[ProfileRow], f: float, limit: Optional[float], margin_w: Optional[float] = None
+) -> bool:
+    no_violation_below = all(_within(r, limit, margin_w) for r in rows if r.freq_mhz <= f)
+    evidence_above = any(_within(r, limit, margin_w) for r in rows if r.freq_mhz >= f)
     return no_violation_below and evidence_above
 
 
@@ -84,6 +96,7 @@ def baseline1(
     safe_freq_mhz: float,
     *,
     relative: Optional[Mapping[int, float]] = None,
+    margin_w: Optional[float] = None,
 ) -> Choice:
     """Baseline 1 (Sec. 5.1): the largest batch size that fits in memory (the largest
     in the profile; unfit ones are never profiled) at the fixed safe frequency, or
@@ -93,6 +106,7 @@ def baseline1(
     not safe for this model), ArtifactError if nothing was profiled at or below it.
     """
     limit = _check_limit(power_limit_w)
+    margin_w = _check_margin(margin_w)
     f_safe = _check_freq(safe_freq_mhz, "safe frequency")
     rel = _check_relative(relative or {}, "efficiency")
     groups = _by_batch(profile)
@@ -103,13 +117,14 @@ def baseline1(
             f"profile of {profile.model} has no row for batch size {b} at or below the "
             f"safe frequency {f_safe:g} MHz; profile with a full sweep"
         )
-    if not _within(row, limit):
+    if not _within(row, limit, margin_w):
         raise InfeasibleError(
-            f"baseline 1 ({profile.model}, batch size {b} at {row.freq_mhz:g} MHz) draws "
-            f"{row.peak_power_w:.2f} W, above the {limit:g} W limit; the safe frequency "
-            f"{f_safe:g} MHz is not safe for this model: lower it"
+            f"baseline 1 ({profile.model}, batch size {b} at {row.freq_mhz:g} MHz) needs "
+            f"{row.peak_power_w + margin_of(row, margin_w):.2f} W (peak + margin), above the "
+            f"{limit:g} W limit; the safe frequency {f_safe:g} MHz is not safe for this "
+            "model: lower it"
         )
-    return _choice(BASELINE1, row, rel.get(b), limit)
+    return _choice(BASELINE1, row, rel.get(b), limit, margin_w)
 
 
 def baseline2(
@@ -117,18 +132,21 @@ def baseline2(
     relative_proxy: Mapping[int, float],
     power_limit_w: Optional[float],
     safe_freq_mhz: float,
+    *,
+    margin_w: Optional[float] = None,
 ) -> Choice:
     """Baseline 2 (Sec. 5.1): the batch size minimising the proxy's time-to-accuracy
     t(b, f_safe) * r_proxy(b) at the same safe frequency as Baseline 1 (each b at the
     highest profiled frequency <= f_safe). Rows above the limit are not candidates."""
     limit = _check_limit(power_limit_w)
+    margin_w = _check_margin(margin_w)
     f_safe = _check_freq(safe_freq_mhz, "safe frequency")
     rel = _check_relative(relative_proxy, "proxy efficiency")
     candidates = []
     for b, rows in sorted(_by_batch(profile).items()):
         row = _row_at_or_below(rows, f_safe)
-        if b in rel and row is not None and _within(row, limit):
-            candidates.append(_choice(BASELINE2, row, rel[b], limit))
+        if b in rel and row is not None and _within(row, limit, margin_w):
+            candidates.append(_choice(BASELINE2, row, rel[b], limit, margin_w))
     best = _best(candidates)
     if best is None:
         cap = "no cap" if limit is None else f"the {limit:g} W limit"

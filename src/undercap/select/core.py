@@ -12,6 +12,12 @@ against a brute force (tests/test_select.py).
 
 Tie-breaking (all methods): equal scores prefer the larger batch size, then the
 higher frequency; deterministic, and a larger batch means fewer optimizer steps.
+
+Safety margin (beyond the paper): a configuration is feasible only when its profiled
+peak plus a margin stays within the limit. The margin is each row's own, sized from
+what profiling observed (profile/margin.py: the sensor's noise and the peak's spread
+over repeated windows; rows of older profiles have none), unless `margin_w` gives one
+for every row (`--power-margin-w`; 0 restores the paper's test peak <= limit).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class Choice:
     power_limit_w: Optional[float]
     mean_power_w: Optional[float] = None  # the profile's mean power: energy = P * t * r
     objective: str = "time"  # what `score` measures (select/objectives.py)
+    power_margin_w: Optional[float] = None  # the safety margin its feasibility used
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,11 +125,37 @@ def _check_relative(relative: Mapping[int, float], what: str) -> dict[int, float
     return out
 
 
-def _within(row: ProfileRow, limit: Optional[float]) -> bool:
-    return limit is None or row.peak_power_w <= limit
+def _check_margin(margin_w: Optional[float]) -> Optional[float]:
+    """None: each row's measured margin; else a non-negative finite number of watts."""
+    if margin_w is None:
+        return None
+    ok = isinstance(margin_w, numbers.Real) and not isinstance(margin_w, bool)
+    if not ok or not math.isfinite(margin_w) or margin_w < 0:
+        raise UndercapError(
+            f"power margin must be a non-negative number of watts, got {margin_w!r}"
+        )
+    return float(margin_w)
 
 
-def _choice(method: str, row: ProfileRow, r: Optional[float], limit: Optional[float]) -> Choice:
+def margin_of(row: ProfileRow, margin_w: Optional[float] = None) -> float:
+    """The safety margin added to `row`'s peak: `margin_w`, else the row's own (module
+    docstring), else 0 (a profile made before margins were measured)."""
+    if margin_w is not None:
+        return _check_margin(margin_w)  # type: ignore[return-value]
+    return row.peak_margin_w or 0.0
+
+
+def _within(row: ProfileRow, limit: Optional[float], margin_w: Optional[float] = None) -> bool:
+    return limit is None or row.peak_power_w + margin_of(row, margin_w) <= limit
+
+
+def _choice(
+    method: str,
+    row: ProfileRow,
+    r: Optional[float],
+    limit: Optional[float],
+    margin_w: Optional[float] = None,
+) -> Choice:
     return Choice(
         method=method,
         batch_size=row.batch_size,
@@ -133,6 +166,7 @@ def _choice(method: str, row: ProfileRow, r: Optional[float], limit: Optional[fl
         score=None if r is None else row.time_per_sample_s * r,
         power_limit_w=limit,
         mean_power_w=row.mean_power_w,
+        power_margin_w=margin_of(row, margin_w),
     )
 
 
@@ -146,12 +180,17 @@ def _best(choices: Iterable[Choice]) -> Optional[Choice]:
 
 
 # --- Algorithm 1 (Sec. 4.3) -------------------------------------------------------
-def lowest_feasible_power_w(profile: Profile, batch_sizes: Optional[Iterable[int]] = None) -> float:
-    """The smallest peak power over the profile's rows (optionally only these batch
-    sizes): the lowest limit under which any configuration is feasible."""
+def lowest_feasible_power_w(
+    profile: Profile,
+    batch_sizes: Optional[Iterable[int]] = None,
+    *,
+    margin_w: Optional[float] = None,
+) -> float:
+    """The smallest peak power plus margin over the profile's rows (optionally only
+    these batch sizes): the lowest limit under which any configuration is feasible."""
     wanted = None if batch_sizes is None else set(batch_sizes)
     peaks = [
-        r.peak_power_w
+        r.peak_power_w + margin_of(r, margin_w)
         for rows in _by_batch(profile).values()
         for r in rows
         if wanted is None or r.batch_size in wanted
@@ -167,40 +206,54 @@ def per_batch(
     power_limit_w: Optional[float],
     *,
     method: str = OURS,
+    margin_w: Optional[float] = None,
 ) -> tuple[Choice, ...]:
     """Algorithm 1's inner loop: for every batch size with both profile rows and an
-    r(b), the highest frequency whose peak power is within the limit (Sec. 4.3: a
-    higher clock is faster, so it is the best feasible one). Batch sizes with no
-    feasible row are left out; see `excluded_batch_sizes` for why."""
+    r(b), the highest frequency whose peak power plus margin is within the limit
+    (Sec. 4.3: a higher clock is faster, so it is the best feasible one). Batch sizes
+    with no feasible row are left out; see `excluded_batch_sizes` for why."""
     limit = _check_limit(power_limit_w)
     rel = _check_relative(relative, "efficiency")
+    margin_w = _check_margin(margin_w)
     out = []
     for b, rows in sorted(_by_batch(profile).items()):
-        feasible = [row for row in rows if _within(row, limit)]
+        feasible = [row for row in rows if _within(row, limit, margin_w)]
         if b in rel and feasible:
-            out.append(_choice(method, feasible[-1], rel[b], limit))
+            out.append(_choice(method, feasible[-1], rel[b], limit, margin_w))
     return tuple(out)
 
 
 def select_ours(
-    profile: Profile, relative: Mapping[int, float], power_limit_w: Optional[float]
+    profile: Profile,
+    relative: Mapping[int, float],
+    power_limit_w: Optional[float],
+    *,
+    margin_w: Optional[float] = None,
 ) -> Choice:
     """The paper's Algorithm 1 with r(b) estimated on a proxy dataset (Sec. 4.3)."""
-    return _select(profile, relative, power_limit_w, OURS)
+    return _select(profile, relative, power_limit_w, OURS, margin_w)
 
 
 def oracle(
-    profile: Profile, relative_target: Mapping[int, float], power_limit_w: Optional[float]
+    profile: Profile,
+    relative_target: Mapping[int, float],
+    power_limit_w: Optional[float],
+    *,
+    margin_w: Optional[float] = None,
 ) -> Choice:
     """The fastest configuration (Sec. 5): Algorithm 1 with the true r(b) measured
     by training on the target data itself; an upper bound, not a usable method."""
-    return _select(profile, relative_target, power_limit_w, ORACLE)
+    return _select(profile, relative_target, power_limit_w, ORACLE, margin_w)
 
 
 def _select(
-    profile: Profile, relative: Mapping[int, float], power_limit_w: Optional[float], method: str
+    profile: Profile,
+    relative: Mapping[int, float],
+    power_limit_w: Optional[float],
+    method: str,
+    margin_w: Optional[float] = None,
 ) -> Choice:
-    best = _best(per_batch(profile, relative, power_limit_w, method=method))
+    best = _best(per_batch(profile, relative, power_limit_w, method=method, margin_w=margin_w))
     if best is not None:
         return best
     common = sorted(set(profile.batch_sizes) & set(relative))
@@ -210,29 +263,40 @@ def _select(
             f"efficiency estimate {sorted(relative)}; estimate efficiency for the "
             "profiled batch sizes"
         )
-    raise _infeasible(profile, common, power_limit_w)
+    raise _infeasible(profile, common, power_limit_w, margin_w)
 
 
 def _infeasible(
-    profile: Profile, batch_sizes: list[int], limit: Optional[float]
+    profile: Profile,
+    batch_sizes: list[int],
+    limit: Optional[float],
+    margin_w: Optional[float] = None,
 ) -> InfeasibleError:
     lowest = min(
         (r for r in profile.rows if r.batch_size in set(batch_sizes)),
-        key=lambda r: (r.peak_power_w, -r.batch_size),
+        key=lambda r: (r.peak_power_w + margin_of(r, margin_w), -r.batch_size),
     )
+    m = margin_of(lowest, margin_w)
     return InfeasibleError(
         f"no configuration of {profile.model} stays under {limit:g} W: the lowest "
-        f"feasible power is {lowest.peak_power_w:.2f} W (batch size {lowest.batch_size} "
-        f"at {lowest.freq_mhz:g} MHz); raise the power limit to at least that"
+        f"feasible power is {lowest.peak_power_w + m:.2f} W (batch size {lowest.batch_size} "
+        f"at {lowest.freq_mhz:g} MHz"
+        + (f": peak {lowest.peak_power_w:.2f} W + margin {m:.2f} W" if m else "")
+        + "); raise the power limit to at least that"
     )
 
 
 def excluded_batch_sizes(
-    profile: Profile, relative: Mapping[int, float], power_limit_w: Optional[float]
+    profile: Profile,
+    relative: Mapping[int, float],
+    power_limit_w: Optional[float],
+    *,
+    margin_w: Optional[float] = None,
 ) -> dict[int, str]:
     """Why each batch size seen in the profile or in r is not a candidate of
     Algorithm 1 (one short reason each), so exclusions are visible to the user."""
     limit = _check_limit(power_limit_w)
+    margin_w = _check_margin(margin_w)
     groups = _by_batch(profile)
     out: dict[int, str] = {}
     for b in sorted(set(groups) | set(relative) | set(profile.unfit_batch_sizes)):
@@ -241,9 +305,12 @@ def excluded_batch_sizes(
             out[b] = "does not fit in device memory" if unfit else "not in the profile"
         elif b not in relative:
             out[b] = "no efficiency estimate r(b) (never reached the target, or not run)"
-        elif not any(_within(r, limit) for r in groups[b]):
-            lowest = min(r.peak_power_w for r in groups[b])
-            out[b] = f"needs at least {lowest:.2f} W, above the {limit:g} W limit"
+        elif not any(_within(r, limit, margin_w) for r in groups[b]):
+            lowest = min(r.peak_power_w + margin_of(r, margin_w) for r in groups[b])
+            with_margin = (
+                " (peak + margin)" if any(margin_of(r, margin_w) for r in groups[b]) else ""
+            )
+            out[b] = f"needs at least {lowest:.2f} W{with_margin}, above the {limit:g} W limit"
     return out
 
 

@@ -34,6 +34,7 @@ from undercap.select.core import (
     _best,
     _by_batch,
     _check_limit,
+    _check_margin,
     _check_relative,
     _choice,
     _select,
@@ -62,20 +63,28 @@ def energy_to_target_j(row: ProfileRow, r: float, samples_bmax: float) -> float:
 
 
 def _candidates(
-    profile: Profile, relative: Mapping[int, float], limit: Optional[float]
+    profile: Profile,
+    relative: Mapping[int, float],
+    limit: Optional[float],
+    margin_w: Optional[float] = None,
 ) -> Iterable[tuple[ProfileRow, float]]:
     rel = _check_relative(relative, "efficiency")
     for b, rows in sorted(_by_batch(profile).items()):
         if b in rel:
             for row in rows:
-                if _within(row, limit):
+                if _within(row, limit, margin_w):
                     yield row, rel[b]
 
 
 def _scored(
-    row: ProfileRow, r: float, limit: Optional[float], objective: str, method: str
+    row: ProfileRow,
+    r: float,
+    limit: Optional[float],
+    objective: str,
+    method: str,
+    margin_w: Optional[float] = None,
 ) -> Choice:
-    c = _choice(method, row, r, limit)
+    c = _choice(method, row, r, limit, margin_w)
     return Choice(**{**c.to_dict(), "score": cost(row, r, objective), "objective": objective})
 
 
@@ -88,21 +97,26 @@ def choose(
     energy_budget_j: Optional[float] = None,
     samples_bmax: Optional[float] = None,
     method: str = OURS,
+    margin_w: Optional[float] = None,
 ) -> Choice:
     """The feasible configuration that is best for `objective` (module docstring);
-    with `energy_budget_j`, the fastest whose energy to the target fits it."""
+    with `energy_budget_j`, the fastest whose energy to the target fits it. Feasible:
+    peak plus margin within the limit (core.margin_of)."""
     limit = _check_limit(power_limit_w)
+    margin_w = _check_margin(margin_w)
     if objective not in OBJECTIVES:
         raise UndercapError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
     if energy_budget_j is not None:
-        return _within_budget(profile, relative, limit, energy_budget_j, samples_bmax, method)
+        return _within_budget(
+            profile, relative, limit, energy_budget_j, samples_bmax, method, margin_w
+        )
     if objective == "time":  # Algorithm 1 itself: the highest feasible clock per b
-        return _select(profile, relative, limit, method)
+        return _select(profile, relative, limit, method, margin_w)
     best = _best(
-        _scored(row, r, limit, objective, method)
-        for row, r in _candidates(profile, relative, limit)
+        _scored(row, r, limit, objective, method, margin_w)
+        for row, r in _candidates(profile, relative, limit, margin_w)
     )
-    return best if best is not None else _select(profile, relative, limit, method)
+    return best if best is not None else _select(profile, relative, limit, method, margin_w)
 
 
 def _within_budget(
@@ -112,6 +126,7 @@ def _within_budget(
     budget_j: float,
     samples_bmax: Optional[float],
     method: str,
+    margin_w: Optional[float] = None,
 ) -> Choice:
     if not budget_j > 0:
         raise UndercapError(f"energy budget must be a positive number of joules, got {budget_j}")
@@ -120,11 +135,11 @@ def _within_budget(
             "an energy budget needs N(b_max), the samples the largest batch takes to the "
             "target (the efficiency artifact's samples_to_target)"
         )
-    feasible = list(_candidates(profile, relative, limit))
+    feasible = list(_candidates(profile, relative, limit, margin_w))
     if not feasible:
-        return _select(profile, relative, limit, method)  # raises the infeasible error
+        return _select(profile, relative, limit, method, margin_w)  # the infeasible error
     fits = [
-        _scored(row, r, limit, "time", method)
+        _scored(row, r, limit, "time", method, margin_w)
         for row, r in feasible
         if energy_to_target_j(row, r, samples_bmax) <= budget_j
     ]

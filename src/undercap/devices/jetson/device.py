@@ -134,6 +134,22 @@ class JetsonDevice(RestoresOnCrash, Device):
     def current_freq_mhz(self) -> float:
         return _mhz(read_int(self.node.attr("cur_freq")))
 
+    def sensor_update_interval_s(self) -> float:
+        """The board-power rail's INA3221 conversion time: the hwmon driver's
+        `update_interval` (ms; channels x samples x (bus + shunt conversion),
+        Documentation/hwmon/ina3221.rst) where it exists, else the chip's power-on
+        configuration (Device.sensor_update_interval_s)."""
+        rail = self.power.total or (self.power.rails[0] if self.power.rails else None)
+        node = None if rail is None else rail.voltage_path.parent / "update_interval"
+        if node is not None and node.is_file():
+            try:
+                ms = float(read_attr(node))
+            except (DeviceError, ValueError):
+                ms = 0.0
+            if ms > 0:
+                return ms / 1000.0
+        return super().sensor_update_interval_s()
+
     def set_freq_mhz(self, freq_mhz: float) -> float:
         if not (isinstance(freq_mhz, (int, float)) and math.isfinite(freq_mhz) and freq_mhz > 0):
             raise DeviceError(f"{self.name}: frequency must be a positive number of MHz")
@@ -147,14 +163,8 @@ class JetsonDevice(RestoresOnCrash, Device):
         return _mhz(actual)
 
     def _report_snap(self, requested_mhz: float, target_hz: int, actual_hz: int) -> None:
-        self.last_snap = None
-        if actual_hz == target_hz and abs(requested_mhz - _mhz(target_hz)) < 1e-6:
-            return
-        self.last_snap = {
-            "requested_mhz": float(requested_mhz),
-            "step_mhz": _mhz(target_hz),
-            "actual_mhz": _mhz(actual_hz),
-        }
+        # last_snap and a stderr line for a request off the table (Device.note_snap)
+        self.note_snap(requested_mhz, _mhz(target_hz), _mhz(actual_hz))
         if actual_hz != target_hz:
             log.warning(
                 "%s: locked %.1f MHz but the GPU runs at %.1f MHz (a power-mode or thermal "

@@ -114,6 +114,7 @@ class SimulatedDevice(Device):
         if not (isinstance(freq_mhz, (int, float)) and math.isfinite(freq_mhz) and freq_mhz > 0):
             raise DeviceError(f"{self.name}: frequency must be a positive number of MHz")
         self._locked_mhz = self.nearest_freq_mhz(float(freq_mhz))
+        self.note_snap(float(freq_mhz), self._locked_mhz, self._locked_mhz)  # visible snap
         return self._locked_mhz
 
     def save_state(self) -> dict[str, Any]:
@@ -207,6 +208,11 @@ class SimulatedDevice(Device):
 
     def energy_j(self) -> Optional[float]:
         return None  # INA3221 boards have no energy counter; the sampler integrates
+
+    def sensor_update_interval_s(self) -> float:
+        """The modelled INA3221 conversion window (spec `sensor.window_s`): each reading
+        averages the rail over it, so readings closer together are not independent."""
+        return self.spec.sensor_window_s or super().sensor_update_interval_s()
 
     def power_at_w(self, t_s: float) -> float:
         """A sensor reading at virtual time `t_s` (idle power where no step ran)."""

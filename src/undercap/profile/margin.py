@@ -1,0 +1,122 @@
+"""The safety margin between a configuration's profiled peak power and the limit, and
+the statistics a measurement stops on. numpy only.
+
+A profile measures each configuration for a second or two; training then runs at it for
+minutes to hours. A limit is judged on the robust peak (devices/sampler.py): the
+highest mean power over a window w. Over a long run the window means of one
+configuration scatter around their level with the sensor's noise, and the largest of M
+of them lies several standard deviations above it (the maximum of M Gaussian values
+grows like sqrt(2 ln M); Leadbetter, Lindgren & Rootzen, "Extremes and Related
+Properties of Random Sequences", 1983). So a peak profiled a hair under the limit
+predicts a run that goes over it: `make demo` profiled 3.49 W against a 3.5 W cap and
+trained at a 3.53 W robust peak.
+
+The margin of a row, from what its own measurement observed:
+
+    margin       = z * sigma_window + spread
+    sigma_window = noise / sqrt(n)          one window's noise while training:
+        noise    one reading's noise, from successive differences of the readings (a
+                 robust MAD; the load's slow ripple cancels in a difference),
+        n        independent readings per window while training:
+                 w / max(1 / sampling rate, sensor update interval)
+    z            = Phi^-1(1 - alpha / M),   M = run_s / w windows: with probability at
+                 least 1 - alpha no window of a run_s-long run rises more than z sigma
+                 above the level from noise alone (a union bound over the windows)
+    spread       standard deviation of the peak over the measurement's repeated windows
+                 (pieces of max(w, one step)): how well one measurement pins the peak
+
+Selection treats (b, f) as feasible only when peak + margin <= limit (select/core.py);
+`--power-margin-w` overrides the margin.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from undercap import defaults
+from undercap.devices.sampler import summarize
+
+# Student t quantiles t_{0.975, df} for df = 1..30 (any statistics table); beyond, the
+# normal quantile 1.96 is within 2% of them.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t975(df: int) -> float:
+    """Two-sided 95% Student t quantile with `df` degrees of freedom (df >= 1)."""
+    return _T975[df - 1] if 1 <= df <= len(_T975) else 1.96
+
+
+def ci_halfwidth(values: np.ndarray) -> float:
+    """Half-width of the 95% confidence interval of the mean of `values` (inf for
+    fewer than two values: no interval yet)."""
+    n = int(values.size)
+    if n < 2:
+        return math.inf
+    return t975(n - 1) * float(np.std(values, ddof=1)) / math.sqrt(n)
+
+
+def reading_noise_w(power_w: np.ndarray) -> float:
+    """One reading's noise (std), robustly from successive differences: a difference
+    of two independent readings has sqrt(2) times their noise, and the load's own
+    changes (ripple over a step, slow drift) barely move between adjacent readings.
+    Step changes (a new phase) are outliers the median absolute deviation ignores."""
+    if power_w.size < 3:
+        return 0.0
+    d = np.diff(power_w)
+    mad = float(np.median(np.abs(d - np.median(d))))
+    return 1.4826 * mad / math.sqrt(2.0)  # 1.4826 MAD = std of a Gaussian
+
+
+def repeated_peaks(
+    times_s: np.ndarray, power_w: np.ndarray, piece_s: float, window_s: float
+) -> np.ndarray:
+    """The robust peak of each consecutive piece of `piece_s` of the readings (whole
+    pieces only): the "repeated windows" a measurement's peak is checked over."""
+    if times_s.size < 2 or piece_s <= 0:
+        return np.empty(0)
+    t0 = float(times_s[0])
+    k = int(math.floor((float(times_s[-1]) - t0) / piece_s + 1e-9))
+    peaks = []
+    for i in range(k):
+        lo, hi = t0 + i * piece_s, t0 + (i + 1) * piece_s
+        inside = (times_s >= lo - 1e-12) & (times_s <= hi + 1e-12)
+        if int(inside.sum()) >= 2:
+            peaks.append(summarize(times_s[inside], power_w[inside], window_s).peak_w)
+    return np.asarray(peaks, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class MarginPolicy:
+    """How a row's margin is sized: the power window, the sensor, the training
+    sampler's rate and the run the margin must hold over (module docstring)."""
+
+    window_s: float
+    sensor_update_s: float
+    train_rate_hz: float = defaults.TRAIN_SAMPLE_RATE_HZ
+    run_s: float = defaults.MARGIN_RUN_S
+    alpha: float = defaults.MARGIN_ALPHA
+
+    @property
+    def z(self) -> float:
+        windows = max(1.0, self.run_s / self.window_s)
+        return NormalDist().inv_cdf(1.0 - self.alpha / windows)
+
+    def window_noise_w(self, noise_w: float, rate_hz: float) -> float:
+        """Noise of one window's mean when sampling at `rate_hz`."""
+        spacing = max(1.0 / rate_hz, self.sensor_update_s)
+        return noise_w / math.sqrt(max(1.0, self.window_s / spacing))
+
+    def margin_w(self, noise_w: float, spread_w: float) -> float:
+        return self.z * self.window_noise_w(noise_w, self.train_rate_hz) + spread_w
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "z": self.z}

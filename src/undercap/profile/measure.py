@@ -1,0 +1,217 @@
+"""Measuring one configuration (b, f): as long as it takes, and no longer.
+
+For every configuration the clock is locked and mini-batches of the real model run
+while power is sampled (devices/sampler.py), until time per sample and peak power are
+known well enough:
+
+* at least `measure_steps` mini-batches (two give a confidence interval) and at least
+  PROFILE_MIN_WINDOWS power windows (devices.base.power_window_s: the robust peak's
+  window, widened so that it holds several updates of the device's sensor; a shorter
+  measurement would not see a window's worth of fresh readings);
+* then stop once the 95% confidence interval of time per sample (over mini-batches) is
+  within PROFILE_TIME_REL_TOL of it, and that of the peak over the measurement's
+  repeated windows (pieces of max(window, one step), margin.repeated_peaks) within
+  PROFILE_PEAK_REL_TOL; at most `max_steps` mini-batches.
+
+Warm-up (first-iteration allocation, cuDNN autotuning) belongs to a batch size, not to
+a clock: a new batch size gets `warmup_steps` mini-batches first, a clock change none
+(the GPU runs at the new clock within milliseconds of the devfreq/NVML write), so the
+sweep's consecutive probes of one batch size share one warm-up.
+
+Each row also records what the margin needs (margin.py): the sensor noise of one
+reading, the spread of the peak over repeated windows, and the resulting margin.
+
+On a simulated device the virtual clock and modelled power give t and P; the host
+runs one real step per batch size (the model must build, fit and train) and the device
+accounts every step. On real hardware every step runs the real model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from undercap import defaults
+from undercap.artifacts.profile import ProfileRow
+from undercap.devices.base import Device, power_window_s
+from undercap.devices.sampler import PowerSampler
+from undercap.errors import DeviceOutOfMemoryError
+from undercap.profile.margin import MarginPolicy, ci_halfwidth, reading_noise_w, repeated_peaks
+from undercap.profile.stepper import Stepper
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    warmup_steps: int = defaults.PROFILE_WARMUP_STEPS  # per batch size
+    measure_steps: int = defaults.PROFILE_MEASURE_STEPS  # fewest per configuration
+    sample_rate_hz: float = defaults.PROFILE_SAMPLE_RATE_HZ
+    seed: int = 0
+    #: Simulated devices only: run one real step per batch size on the host to
+    #: prove the model builds, fits and trains. False skips host compute; the
+    #: device model still gives every t and P. Used to profile many models cheaply
+    #: (e.g. for the baselines' safe frequency).
+    host_steps: bool = True
+    max_steps: int = defaults.PROFILE_MAX_STEPS  # most per configuration
+    min_windows: float = defaults.PROFILE_MIN_WINDOWS
+    time_rel_tol: float = defaults.PROFILE_TIME_REL_TOL
+    peak_rel_tol: float = defaults.PROFILE_PEAK_REL_TOL
+
+
+class Measurer:
+    """Measures configurations on one device, shares warm-ups, counts the cost. Rows
+    already known (`prior`, e.g. from a feasibility probe) are returned unmeasured."""
+
+    def __init__(
+        self,
+        device: Device,
+        stepper: Stepper,
+        settings: ProfileSettings,
+        tick: Callable[[], None],
+        prior: Optional[dict[tuple[int, float], ProfileRow]] = None,
+    ) -> None:
+        self.device, self.stepper, self.settings, self.tick = device, stepper, settings, tick
+        self.rows: dict[tuple[int, float], ProfileRow] = dict(prior or {})
+        self.reused = set(self.rows)
+        self.unfit: list[int] = []
+        self.warmup_steps = self.measured_steps = 0
+        self.snaps: list[dict[str, float]] = []  # configurations whose clock read back differently
+        self.can_control = not device.read_only and device.info().control_permitted
+        self.host_steps = settings.host_steps or not device.is_simulated
+        self.window_s = power_window_s(device)
+        self.policy = MarginPolicy(self.window_s, device.sensor_update_interval_s())
+        self._warm_b: Optional[int] = None
+
+    @property
+    def min_duration_s(self) -> float:
+        return self.settings.min_windows * self.window_s
+
+    def _step(self, b: int) -> None:
+        # Simulated devices: the host already ran one real step per batch size in
+        # fits(); host speed does not enter the virtual clock, which charges here.
+        if not self.device.is_simulated:
+            self.stepper.step()
+        self.device.account_step(self.stepper.workload, b)
+
+    def _sync(self) -> None:
+        self.stepper.synchronize()
+        self.device.synchronize()
+
+    def fits(self, b: int) -> bool:
+        try:
+            self.device.check_fits(self.stepper.workload, b)
+            if self.host_steps:  # a real step proves it builds and fits on the host
+                self.stepper.set_batch_size(b)
+                self.stepper.step()
+                self.stepper.synchronize()
+        except DeviceOutOfMemoryError:
+            return False
+        except RuntimeError as e:
+            if self.stepper.is_oom(e):
+                return False
+            raise
+        return True
+
+    def measure(self, b: int, freq_mhz: Optional[float]) -> ProfileRow:
+        """One configuration (module docstring); None: the clock the device runs."""
+        key = (b, -1.0 if freq_mhz is None else float(freq_mhz))
+        if key in self.rows:
+            return self.rows[key]
+        step_mhz = self._lock(b, freq_mhz)
+        if self._warm_b != b:  # a new batch size: warm up (a new clock needs none)
+            if not self.device.is_simulated:
+                self.stepper.set_batch_size(b)
+            for _ in range(self.settings.warmup_steps):
+                self._step(b)
+            self.warmup_steps += self.settings.warmup_steps
+            self._warm_b = b
+        self._sync()
+        with PowerSampler(
+            self.device, rate_hz=self.settings.sample_rate_hz, peak_window_s=self.window_s
+        ) as sampler:
+            start = self.device.now_s()
+            step_times: list[float] = []
+            while True:
+                t0 = self.device.now_s()
+                self._step(b)
+                self._sync()
+                step_times.append(self.device.now_s() - t0)
+                if self._enough(step_times, sampler, start):
+                    break
+        self.measured_steps += len(step_times)
+        row = self._row(b, step_mhz, np.asarray(step_times), sampler)
+        self.rows[key] = row
+        self.tick()
+        return row
+
+    def _lock(self, b: int, freq_mhz: Optional[float]) -> float:
+        if freq_mhz is None:  # read-only: measure at whatever clock the device runs
+            return float(self.device.current_freq_mhz())
+        # Rows are keyed by the requested step: a throttled board can read back
+        # the same clock for two steps, which would make duplicate rows.
+        read_back = self.device.set_freq_mhz(freq_mhz)
+        if abs(read_back - freq_mhz) > 1e-6:
+            self.snaps.append({"batch_size": b, "freq_mhz": freq_mhz, "read_back_mhz": read_back})
+        return float(freq_mhz)
+
+    def _enough(self, step_times: list[float], sampler: PowerSampler, start_s: float) -> bool:
+        s, n = self.settings, len(step_times)
+        if n >= s.max_steps:
+            return True
+        duration = self.device.now_s() - start_s
+        if n < s.measure_steps or duration < self.min_duration_s:
+            return False
+        if n >= 2:  # one step alone (measure_steps=1) has no interval: accepted as asked
+            times = np.asarray(step_times)
+            if ci_halfwidth(times) > s.time_rel_tol * float(times.mean()):
+                return False
+        peaks = self._peaks(sampler, float(np.mean(step_times)))
+        if peaks.size < 2:
+            return n == 1 and s.measure_steps <= 1
+        return ci_halfwidth(peaks) <= s.peak_rel_tol * float(peaks.mean())
+
+    def _peaks(self, sampler: PowerSampler, step_s: float) -> np.ndarray:
+        t, p = _readings(sampler)
+        return repeated_peaks(t, p, max(self.window_s, step_s), self.window_s)
+
+    def _row(
+        self, b: int, freq_mhz: float, step_times: np.ndarray, sampler: PowerSampler
+    ) -> ProfileRow:
+        stats = sampler.stats()
+        t, p = _readings(sampler)
+        noise = reading_noise_w(p)
+        peaks = self._peaks(sampler, float(step_times.mean()))
+        spread = float(np.std(peaks, ddof=1)) if peaks.size >= 2 else 0.0
+        return ProfileRow(
+            batch_size=b,
+            freq_mhz=float(freq_mhz),
+            time_per_sample_s=float(step_times.sum()) / (step_times.size * b),
+            peak_power_w=stats.peak_w,
+            mean_power_w=stats.mean_w,
+            peak_margin_w=self.policy.margin_w(noise, spread),
+            noise_w=noise,
+            peak_spread_w=spread,
+            steps=int(step_times.size),
+            duration_s=float(step_times.sum()),
+        )
+
+    def near_band_w(self, row: ProfileRow) -> float:
+        """How far from the limit a row's peak + margin may be and still be noise: three
+        standard deviations of the peak (its spread over repeated windows, or one
+        window's noise at the profiling rate, whichever is larger)."""
+        noise = row.noise_w or 0.0
+        sigma = max(
+            row.peak_spread_w or 0.0,
+            self.policy.window_noise_w(noise, self.settings.sample_rate_hz),
+        )
+        return 3.0 * sigma
+
+
+def _readings(sampler: PowerSampler) -> tuple[np.ndarray, np.ndarray]:
+    pairs = sampler.samples()
+    if not pairs:
+        return np.empty(0), np.empty(0)
+    arr = np.asarray(pairs, dtype=np.float64)
+    return arr[:, 0], arr[:, 1]
