@@ -16,12 +16,13 @@ frequency (below it the baselines have no safe frequency) to the scenario model'
 unconstrained peak power, so both are feasible for every method and bind the model;
 plus no limit. Everything else is `undercap compare` (undercap.recipes.compare).
 
-Evaluation uses the whole test split of each data subset (`limit`: class-balanced
-images, windows spread over the corpus), small enough to evaluate every few hundred
-samples on a CPU.
+Data subsets (`limit`: class-balanced images, windows spread over the corpus),
+targets, budgets and the evaluation (500 test samples, every 512 training samples for
+images and 256 for text) are those of the matrix (benchmarks/matrix_data.py), so the
+r(b) estimates are the matrix's own cached runs.
 
-Defaults are sized for 2 CPU cores (small CNN, context 32, data subsets, 1 seed);
-`--image-model resnet18 --context 64 --seeds 3 --estimate-seeds 3 --scale 4` moves
+Defaults: 3 estimate seeds and 3 device training seeds, sized for 2 CPU cores (small
+CNN, context 32, data subsets); `--image-model resnet18 --context 64 --scale 4` moves
 towards the paper's set-up. Results: benchmarks/results/compare/<scenario>-<device>/
 plus an overview (overview.md, overview.csv) of the speed-ups and gaps.
 
@@ -38,6 +39,8 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+import matrix_data
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -65,7 +68,10 @@ class Scenario:
     needs: tuple[str, ...]  # files under the data dir
 
 
-AUSTEN = "text/austen-emma.txt+text/austen-persuasion.txt+text/austen-sense.txt"
+# The estimate settings of the datasets shared with the matrix (benchmarks/matrix.py) come
+# from its table, so both benchmarks read the same cached runs and the same N(b).
+_D = matrix_data.DATASETS
+AUSTEN = matrix_data.AUSTEN
 SCENARIOS = {
     "image": Scenario(
         name="image",
@@ -79,11 +85,11 @@ SCENARIOS = {
         target="npz:images/mnist-train.npz",
         input_shape=(3, 32, 32),
         batch_sizes=(16, 32, 64, 128, 256),
-        proxy_accuracy=0.40,
-        target_accuracy=0.90,
-        max_samples=40_000,
-        eval_every=512,
-        eval_max=None,
+        proxy_accuracy=_D["cifar-a"].target_accuracy,
+        target_accuracy=_D["mnist"].target_accuracy,
+        max_samples=matrix_data.MODALITIES["image"].max_samples,
+        eval_every=_D["mnist"].eval_every,
+        eval_max=_D["mnist"].eval_max,
         pretrain_samples=25_000,
         pretrain_limit=None,
         proxy_limit=4_000,  # 4000 train / 1000 test images, class-balanced
@@ -98,11 +104,11 @@ SCENARIOS = {
         target="text:" + AUSTEN,
         input_shape=None,
         batch_sizes=(16, 32, 64, 128),
-        proxy_accuracy=0.36,
-        target_accuracy=0.37,
-        max_samples=12_000,
-        eval_every=500,
-        eval_max=None,
+        proxy_accuracy=_D["shakespeare"].target_accuracy,
+        target_accuracy=_D["austen"].target_accuracy,
+        max_samples=matrix_data.MODALITIES["text"].max_samples,
+        eval_every=_D["austen"].eval_every,
+        eval_max=_D["austen"].eval_max,
         pretrain_samples=12_000,
         pretrain_limit=40_000,
         proxy_limit=9_000,  # 9000 train / 1000 test windows spread over the corpus
@@ -191,23 +197,48 @@ def run_one(sc: Scenario, device: str, args: argparse.Namespace):  # type: ignor
     return comparison
 
 
-def overview(results: list) -> tuple[str, str]:  # type: ignore[type-arg]
-    """Markdown and CSV: per scenario, device and limit the speed-ups and the gap."""
-    from undercap.artifacts.comparison import limit_label, limit_sort_key, summarize, summary_for
-    from undercap.report.compare import fmt_gap, fmt_seconds, fmt_speedup
+def _pm(mean: float | None, std: float | None, fmt: str = "{:.3g}") -> str:
+    if mean is None:
+        return "-"
+    return fmt.format(mean) + ("" if std is None else " +- " + fmt.format(std))
 
-    header = ["scenario", "device", "power limit", "ours (s)", "speed-up vs B1",
-              "speed-up vs B2", "gap to oracle", "ours (b @ f)", "oracle (b @ f)"]  # fmt: skip
+
+def paired_gaps(c, lim) -> list[float]:  # type: ignore[no-untyped-def]
+    """Ours vs the oracle per training seed (same seed, same data order): % slower."""
+    ours = {r.seed: r.time_to_accuracy_s for r in c.runs_for("ours", lim) if r.reached}
+    orc = {r.seed: r.time_to_accuracy_s for r in c.runs_for("oracle", lim) if r.reached}
+    return [100 * (ours[s] / orc[s] - 1) for s in sorted(ours) if s in orc]
+
+
+def overview(results: list) -> tuple[str, str]:  # type: ignore[type-arg]
+    """Markdown and CSV: per scenario, device and limit, ours and the oracle (mean +-
+    std over the training seeds), the gap of the means and the per-seed gap, and the
+    speed-ups over the baselines."""
+    from undercap.artifacts.comparison import (
+        limit_label,
+        limit_sort_key,
+        stat,
+        summarize,
+        summary_for,
+    )
+    from undercap.report.compare import fmt_gap, fmt_speedup
+
+    header = ["scenario", "device", "power limit", "ours (s)", "oracle (s)", "gap to oracle",
+              "per-seed gap", "speed-up vs B1", "speed-up vs B2", "ours (b @ f)",
+              "oracle (b @ f)", "reached"]  # fmt: skip
     rows = []
     for name, c in results:
         summary = summarize(c)
         for lim in sorted(c.power_limits_w, key=limit_sort_key):
             ours, orc = summary_for(summary, "ours", lim), summary_for(summary, "oracle", lim)
+            g = stat(paired_gaps(c, lim))
             rows.append([
                 name, f"{c.device} (simulated)" if c.simulated else c.device, limit_label(lim),
-                fmt_seconds(ours.time_mean_s), fmt_speedup(ours.speedup_vs_baseline1),
-                fmt_speedup(ours.speedup_vs_baseline2), fmt_gap(ours.gap_to_oracle_pct),
+                _pm(ours.time_mean_s, ours.time_std_s), _pm(orc.time_mean_s, orc.time_std_s),
+                fmt_gap(ours.gap_to_oracle_pct), _pm(g.mean, g.std, "{:+.1f}%"),
+                fmt_speedup(ours.speedup_vs_baseline1), fmt_speedup(ours.speedup_vs_baseline2),
                 f"{ours.batch_size} @ {ours.freq_mhz:g}", f"{orc.batch_size} @ {orc.freq_mhz:g}",
+                f"{ours.n_reached}/{ours.n_runs}",
             ])  # fmt: skip
     md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(r) + " |" for r in rows]
@@ -225,8 +256,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "undercap-bench")
     p.add_argument("--scenarios", default="image,text", help="image,text")
     p.add_argument("--devices", default=",".join(DEVICES))
-    p.add_argument("--seeds", type=int, default=1, help="device training seeds (default 1)")
-    p.add_argument("--estimate-seeds", type=int, default=1, help="r(b) estimate seeds")
+    p.add_argument("--seeds", type=int, default=3, help="device training seeds (default 3)")
+    p.add_argument("--estimate-seeds", type=int, default=3, help="r(b) estimate seeds (default 3)")
     p.add_argument("--image-model", default="small-cnn", help="small-cnn or resnet18")
     p.add_argument("--context", type=int, default=32, help="text context (paper: 64)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply data subsets and budgets")

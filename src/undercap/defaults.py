@@ -51,6 +51,26 @@ ESTIMATE_EVAL_EVERY_SAMPLES = 128
 #: with no absolute target: this fraction of the largest batch's best accuracy
 ESTIMATE_TARGET_FRACTION = 0.95
 
+# --- the on-device cross-check of r(b): gradient noise scale (estimate/gns.py) --------
+#: bootstrap resamples over the probe steps for B_simple's interval
+GNS_BOOTSTRAP_RESAMPLES = 1000
+#: `undercap run` measures it on the target before training (--no-gns-check: off)
+GNS_CHECK = True
+#: B_big = GNS_PROBE_K x B_small; B_small is the smallest candidate batch size
+GNS_PROBE_K = 8
+#: probe steps of B_big samples: at least (else the check is skipped) and at most
+GNS_MIN_STEPS = 2
+GNS_MAX_STEPS = 8
+#: the probe's device time may be at most this fraction of the predicted training time
+GNS_BUDGET_FRACTION = 0.01
+#: which rule makes the trained choice: "paper" (Algorithm 1), "spread" or "gns"
+SELECTION_RULE = "paper"
+
+# --- spread-aware selection (select/robust.py) ------------------------------------------
+#: configurations within this many standard errors of Algorithm 1's predicted time are
+#: "within the noise"; the spread rule takes the smallest worst case among them
+SPREAD_K = 1.0
+
 # --- pre-training ---------------------------------------------------------------------
 PRETRAIN_EPOCHS = 5.0
 PRETRAIN_BATCH_SIZE = 64

@@ -23,6 +23,7 @@ from undercap.cli.common import (
     shape,
 )
 from undercap.cli.estimate import seeds_arg
+from undercap.cli.rules import add_rule_args
 
 
 def power_limit(text: str) -> Optional[float]:
@@ -198,6 +199,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="full sweep instead of the efficient one for the limit (Sec. 4.1)",
     )
     r.add_argument("--seed", type=int, default=0, help="seed of the device training run")
+    add_rule_args(r)
     _add_training_args(r)
     r.add_argument("-o", "--output", type=Path, required=True, help="results folder")
     r.set_defaults(func=cmd_run)
@@ -321,6 +323,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_common(args)
     if args.proxy is None and args.efficiency is None:
         raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
+    if args.rule == "gns" and not args.gns_check:
+        raise UndercapError("--rule gns needs the noise-scale probe; drop --no-gns-check")
     changing = args.power_schedule or args.power_source
     if (args.power_limit is False) == (not changing):
         raise UndercapError("give --power-limit W (or none), or --power-schedule/--power-source")
@@ -348,6 +352,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         full_profile=args.full_profile,
         cache_dir=str(args.cache_dir) if args.cache_dir else None,
         device_options=_device_options(args),
+        rule=args.rule,
+        gns_check=args.gns_check,
+        gns_budget=args.gns_budget,
     )
     out = run(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(out.summary)

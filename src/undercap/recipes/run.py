@@ -37,6 +37,7 @@ from undercap.recipes.common import (
     stderr_log,
     with_pretrained,
 )
+from undercap.recipes.gns_check import apply_check, cross_check
 from undercap.recipes.select import build_selection, training_of
 from undercap.select import lowest_feasible_power_w
 from undercap.train.schedule import Budget, LiveSource, budget_from, follow_kwargs
@@ -67,6 +68,9 @@ class RunConfig:
     power_schedule: Optional[str] = None  # CSV time_s,power_limit_w: the cap changes
     power_source: Optional[str] = None  # ... or a file another program rewrites
     poll_s: float = defaults.POWER_SOURCE_POLL_S
+    rule: str = defaults.SELECTION_RULE  # "paper", "spread" or "gns" (recipes/gns_check.py)
+    gns_check: bool = defaults.GNS_CHECK  # probe the gradient noise scale on the target
+    gns_budget: float = defaults.GNS_BUDGET_FRACTION  # of the predicted training time
 
     def budget(self) -> Optional[Budget]:
         """The changing cap, if any (train/schedule.py)."""
@@ -109,6 +113,7 @@ def run(
     eff = _efficiency(cfg, setup, cache, progress, log)
     save_efficiency(out / "efficiency.json", eff)
     training = {**training_of(eff), **_training(cfg, setup)}
+    check = cross_check(cfg, setup, profile, eff, limit, cache)  # r(b) vs the noise scale
     selection = build_selection(
         profile,
         eff,
@@ -117,6 +122,7 @@ def run(
         objective=cfg.objective,
         energy_budget_j=cfg.energy_budget_j,
     )
+    selection = apply_check(selection, check)  # the rule's choice (paper: unchanged)
     save_selection(out / "selection.json", selection)
     log(
         f"selected batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
