@@ -193,6 +193,12 @@ class PowerSampler:
             return None
         return summarize(t[inside], p[inside], self.peak_window_s)
 
+    def recent_readings(self, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """The readings of the most recent `window_s` (device time) as arrays, without
+        the rest of the window: the power guard judges every window since its last
+        check (train/guard.py) at a cost that does not grow with the run."""
+        return self._started().recent(window_s)
+
     def window_mean_w(self, window_s: float) -> float:
         """Mean of the readings in the most recent `window_s` (for a power guard);
         the latest reading when none falls inside the window."""

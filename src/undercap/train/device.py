@@ -184,6 +184,9 @@ def _run(
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
         try:
             loop_result = trainer.run()
+            warnings += session.guard.finish(
+                device.now_s(), session.acc.train_time_s, session.samples
+            )
             session.pause()
             if checkpoint["dir"] is not None:
                 hooks.save(trainer)

@@ -1,19 +1,30 @@
 """Power guard: keep a training run under its power limit while it runs.
 
-Selection picks (b, f) from a profile whose peak power was under the limit, but the
-profile is a short measurement and power drifts (temperature, data, other load). The
-guard watches the power sampler during training: when the mean power over the last
-`window_s` seconds, all spent at the current frequency, is above the limit, the power
-has been over the limit for longer than the window, so it steps the GPU down to the
-next lower frequency and records the event. A single noisy reading never triggers it
-(sensor ripple is why the window exists); a sustained excess always does.
+Selection picks (b, f) whose profiled peak plus a safety margin is under the limit
+(select/core.py, profile/margin.py), but a profile is a short measurement and power
+drifts (temperature, data, other load). The guard watches the power sampler during
+training and judges the same quantity the limit is judged on: the mean power over a
+window (the robust peak's window, devices/sampler.py).
 
-A run must never exceed its limit silently (issue "On-device training", point 2):
-* at the lowest frequency there is nothing left to step down to: InfeasibleError
-  stops the run, naming the power reached and what to do;
-* on a device whose clocks we may not change (read-only, no permission) the event is
-  recorded and a warning is printed, and the result shows it.
-No torch import: the guard only talks to the device and the sampler.
+* Its window follows the sensor: at least `window_s` (default: the robust peak's
+  window) and at least SENSOR_UPDATES_PER_WINDOW updates of the device's power sensor
+  (Device.sensor_update_interval_s), since readings closer together repeat the same
+  conversion. A fixed 1 s window would let a 0.2 s excess through unseen.
+* It is called after every training step but judges at most once per window, and then
+  every window that ended since its last judgement (from the sampler's recent
+  readings), not only the last one: a long step's excess in mid-step is seen too. All
+  windows lie at the current clocks (a decision needs a whole window after a change).
+* When a window's mean is above the limit it steps the GPU down to the next lower
+  frequency and records the event. At the lowest frequency there is nothing left to
+  step down to: InfeasibleError stops the run, naming the power reached and what to do.
+  On a device whose clocks we may not change (read-only, no permission) the first
+  excess is recorded and warned about, later ones counted.
+* At the end of the run (`finish`) the windows since the last judgement are judged
+  too, and a run shorter than one window by its mean over the whole run; an excess
+  there is recorded (EXCEEDED_AT_END), and `finish` returns lines for the result's
+  warnings, including a requested clock the device did not offer (a visible snap).
+
+A run must never exceed its limit silently. No torch import.
 """
 
 from __future__ import annotations
@@ -24,11 +35,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional, Protocol
 
 from undercap import defaults
-from undercap.devices.base import Device
+from undercap.devices.base import SNAP_TOLERANCE_MHZ, Device
+from undercap.devices.sampler import summarize
 from undercap.errors import DevicePermissionError, InfeasibleError
 
 STEP_DOWN = "step_down"
 READ_ONLY = "exceeded_read_only"
+EXCEEDED_AT_END = "exceeded_at_end"
 
 
 class WindowMean(Protocol):
@@ -43,9 +56,10 @@ class GuardEvent:
     samples: int  # training samples seen by then
     from_mhz: Optional[float]
     to_mhz: Optional[float]  # same as from_mhz when the clocks could not be changed
-    window_mean_w: float
+    window_mean_w: float  # the highest window mean judged
     limit_w: float
-    action: str  # STEP_DOWN or READ_ONLY
+    action: str  # STEP_DOWN, READ_ONLY or EXCEEDED_AT_END
+    window_s: Optional[float] = None  # the guard's window (older results: not recorded)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,6 +74,7 @@ class GuardEvent:
             window_mean_w=float(d["window_mean_w"]),
             limit_w=float(d["limit_w"]),
             action=str(d["action"]),
+            window_s=None if d.get("window_s") is None else float(d["window_s"]),
         )
 
 
@@ -79,12 +94,33 @@ def next_lower_freq_mhz(freqs_mhz: tuple[float, ...], current_mhz: float) -> Opt
     return max(lower) if lower else None
 
 
+def guard_window_s(device: Device, window_s: float) -> float:
+    """`window_s`, widened to hold SENSOR_UPDATES_PER_WINDOW sensor updates."""
+    try:
+        update = float(device.sensor_update_interval_s())
+    except Exception:  # a backend that cannot say: take the window as given
+        update = 0.0
+    update = update if math.isfinite(update) and update > 0 else 0.0
+    return max(window_s, defaults.SENSOR_UPDATES_PER_WINDOW * update)
+
+
+def snap_note(snap: Optional[dict[str, float]], device_name: str) -> Optional[str]:
+    """A line for the result when the run did not get the clock it asked for."""
+    if not snap:
+        return None
+    req, step, actual = snap["requested_mhz"], snap["step_mhz"], snap["actual_mhz"]
+    if abs(req - step) > SNAP_TOLERANCE_MHZ:
+        return f"requested {req:g} MHz, which {device_name} does not offer: ran at {step:g} MHz"
+    return f"locked {step:g} MHz but {device_name} read back {actual:g} MHz"
+
+
 class PowerGuard:
     """Checks the sampler after each training step; see the module docstring.
 
     `check(now_s, train_time_s, samples)` is called with the device clock (wall on
     real devices, virtual on simulated ones: the sampler's time base), the training
     time so far and the samples seen; it returns the event it recorded, if any.
+    `finish(...)` judges the rest at the end of the run (module docstring).
     """
 
     def __init__(
@@ -103,33 +139,75 @@ class PowerGuard:
         self.device = device
         self.sampler = sampler
         self.limit_w = limit_w
-        self.window_s = window_s
+        self.window_s = guard_window_s(device, window_s)
         self.events: list[GuardEvent] = list(events or [])
         self.exceeded_windows = 0  # windows over the limit (read-only: several per event)
         self._since_s = start_s  # device time since which the current clocks held
+        self._checked_s = start_s  # windows ending up to here are judged
         self._control = can_control_clocks(device)
         self._warn = warn
+        self._snap = getattr(device, "last_snap", None)  # the lock the session just made
 
     def retarget(self, limit_w: Optional[float], now_s: float) -> None:
         """A new limit from `now_s` (the cap changed, the clock was re-locked): the next
         decision needs a whole window at the new settings."""
         self.limit_w = limit_w
-        self._since_s = now_s
+        self._since_s = self._checked_s = now_s
 
     def check(self, now_s: float, train_time_s: float, samples: int) -> Optional[GuardEvent]:
         if self.limit_w is None or now_s - self._since_s < self.window_s:
             return None  # no limit, or the window does not yet lie at the current clocks
-        mean_w = self.sampler.window_mean_w(self.window_s)
-        if mean_w is None or not math.isfinite(mean_w) or mean_w <= self.limit_w:
+        if now_s - self._checked_s < self.window_s:
+            return None  # judged less than a window ago; the next judgement covers it
+        worst_w = self._worst_window_w(now_s)
+        self._checked_s = now_s
+        if worst_w is None or not math.isfinite(worst_w) or worst_w <= self.limit_w:
             return None
         self.exceeded_windows += 1
-        self._since_s = now_s  # the next decision needs a whole new window
+        self._since_s = self._checked_s = now_s  # the next decision needs a whole new window
         current = self._current_mhz()
         if self._control:
-            event = self._step_down(current, mean_w, train_time_s, samples)
-        else:
-            event = self._record_read_only(current, mean_w, train_time_s, samples)
-        return event
+            return self._step_down(current, worst_w, train_time_s, samples)
+        return self._record(current, worst_w, train_time_s, samples, READ_ONLY)
+
+    def finish(self, now_s: float, train_time_s: float, samples: int) -> list[str]:
+        """Judge what the last `check` did not (a run shorter than one window: its mean
+        over the whole run) and return lines for the result's warnings."""
+        notes = [n for n in (snap_note(self._snap, self.device.name),) if n]
+        if self.limit_w is None or now_s <= self._checked_s:
+            return notes
+        worst_w = self._worst_window_w(now_s)
+        self._checked_s = now_s
+        if worst_w is not None and math.isfinite(worst_w) and worst_w > self.limit_w:
+            self.exceeded_windows += 1
+            # read-only: the same excess as during the run (counted); else a new event
+            action = EXCEEDED_AT_END if self._control else READ_ONLY
+            event = self._record(self._current_mhz(), worst_w, train_time_s, samples, action)
+            if event is not None:
+                notes.append(
+                    f"power limit {self.limit_w:g} W exceeded in the run's last "
+                    f"{now_s - self._since_s:.3g} s (mean {worst_w:.2f} W over "
+                    f"{min(self.window_s, now_s - self._since_s):.3g} s), judged at its end"
+                )
+        return notes
+
+    # --- what the windows say -----------------------------------------------------
+    def _worst_window_w(self, now_s: float) -> Optional[float]:
+        """The highest window mean over the windows that ended since the last
+        judgement, all at the current clocks; shorter than a window (the end of a
+        short run): the mean over what there is. Samplers that only give the last
+        window's mean (WindowMean) are judged on that."""
+        recent = getattr(self.sampler, "recent_readings", None)
+        if recent is None:
+            return self.sampler.window_mean_w(self.window_s)
+        start = max(self._since_s, self._checked_s - self.window_s)
+        t, p = recent(max(0.0, now_s - start))
+        if t.size == 0:
+            return None
+        if t.size == 1:
+            return float(p[0])
+        stats = summarize(t, p, self.window_s)  # a span under one window: its mean
+        return stats.peak_w if t[-1] - t[0] >= self.window_s - 1e-9 else stats.mean_w
 
     # --- actions -------------------------------------------------------------------
     def _current_mhz(self) -> Optional[float]:
@@ -150,15 +228,17 @@ class PowerGuard:
             )
             raise InfeasibleError(
                 f"power limit {self.limit_w:g} W exceeded at {at}: mean {mean_w:.2f} W over "
-                f"the last {self.window_s:g} s; training stopped. Raise the limit or train "
+                f"{self.window_s:g} s; training stopped. Raise the limit or train "
                 "with a smaller batch size"
             )
         try:
             actual = float(self.device.set_freq_mhz(lower))
         except DevicePermissionError:
             self._control = False
-            return self._record_read_only(current, mean_w, t_s, samples)
-        event = GuardEvent(t_s, samples, current, actual, mean_w, float(self.limit_w), STEP_DOWN)
+            return self._record(current, mean_w, t_s, samples, READ_ONLY)
+        event = GuardEvent(
+            t_s, samples, current, actual, mean_w, float(self.limit_w), STEP_DOWN, self.window_s
+        )
         self.events.append(event)
         self._say(
             f"power guard: mean {mean_w:.2f} W over {self.window_s:g} s above the "
@@ -166,18 +246,20 @@ class PowerGuard:
         )
         return event
 
-    def _record_read_only(
-        self, current: Optional[float], mean_w: float, t_s: float, samples: int
+    def _record(
+        self, current: Optional[float], mean_w: float, t_s: float, samples: int, action: str
     ) -> Optional[GuardEvent]:
-        # Record the first excess as an event and count the rest, so a long read-only
-        # run does not grow an event per window; the result carries the count.
-        if any(e.action == READ_ONLY for e in self.events):
+        # Record the first excess of a kind as an event and count the rest, so a long
+        # read-only run does not grow an event per window; the result carries the count.
+        if any(e.action == action for e in self.events):
             return None
-        event = GuardEvent(t_s, samples, current, current, mean_w, float(self.limit_w), READ_ONLY)
+        limit = float(self.limit_w)  # type: ignore[arg-type]
+        event = GuardEvent(t_s, samples, current, current, mean_w, limit, action, self.window_s)
         self.events.append(event)
+        why = "read-only: cannot step down" if action == READ_ONLY else "judged at the run's end"
         self._say(
-            f"warning: power limit {self.limit_w:g} W exceeded (mean {mean_w:.2f} W over "
-            f"{self.window_s:g} s), read-only: cannot step down"
+            f"warning: power limit {limit:g} W exceeded (mean {mean_w:.2f} W over "
+            f"{self.window_s:g} s), {why}"
         )
         return event
 
