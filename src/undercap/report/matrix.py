@@ -9,7 +9,8 @@ A cell (P, T, device, limit, rule):
     fastest  = min over feasible (b, f) of t(b, f) * N_T(b)   (brute force, every row)
     gap      = 100 * (time / fastest - 1) %
 
-t(b, f) and the feasibility (peak power <= limit) come from the device's profile,
+t(b, f) and the feasibility (peak power plus the row's safety margin <= limit, as
+select.core decides it) come from the device's profile,
 N_T(b) is the target's mean samples-to-target over its seeds. A cell "hits" the
 oracle when its time equals the fastest (relative 1e-9). Pure arithmetic on
 artifacts plus one figure function (matplotlib imported inside it).
@@ -55,10 +56,14 @@ class Cell:
 
 
 def _feasible(profile: Profile, samples: Mapping[int, float], limit: Optional[float]) -> list:
+    """Rows selection would call feasible: peak + the row's safety margin within the
+    limit (select.core.margin_of), and an N(b) on the target."""
+    from undercap.select.core import margin_of
+
     return [
         r
         for r in profile.rows
-        if r.batch_size in samples and (limit is None or r.peak_power_w <= limit)
+        if r.batch_size in samples and (limit is None or r.peak_power_w + margin_of(r) <= limit)
     ]
 
 

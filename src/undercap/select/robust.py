@@ -67,13 +67,15 @@ def select_spread(
     power_limit_w: Optional[float],
     *,
     k: float = defaults.SPREAD_K,
+    margin_w: Optional[float] = None,
 ) -> Choice:
     """The spread rule (module docstring): among the configurations whose predicted
-    time is within k standard errors of Algorithm 1's, the smallest worst case."""
+    time is within k standard errors of Algorithm 1's, the smallest worst case.
+    `margin_w` as in core.per_batch (None: each row's own safety margin)."""
     from undercap.select.core import select_ours
 
-    best = select_ours(profile, relative, power_limit_w)  # raises when none is feasible
-    cands = per_batch(profile, relative, power_limit_w, method=SPREAD)
+    best = select_ours(profile, relative, power_limit_w, margin_w=margin_w)  # raises if none
+    cands = per_batch(profile, relative, power_limit_w, method=SPREAD, margin_w=margin_w)
     se = {c.batch_size: _se_and_worst(c, spread) for c in cands}
     se_best = se[best.batch_size][0]
     near = [
