@@ -7,8 +7,9 @@ Schedules (time on the device's clock from the start of training):
 * stepped: 5 -> 3.1 -> 0 (outage) -> 4 -> 3.4 W of the Nano's range, repeating
   (scaled to the TX2 NX's range), no data needed.
 The solar days go through `undercap solar` (recipes/solar.py): daylight compressed
-into --day-s seconds of training, the panel sized so that the day's sunniest minute
-gives 1.3x the model's unconstrained peak power (a panel matched to the device),
+into --day-s seconds of training, the panel sized so that the mean irradiance of the
+day's brightest two hours gives 1.3x the model's unconstrained peak power (a panel
+matched to the device; clouds and the low sun of morning and evening give less),
 no battery, 0.5 W drawn by the rest of the system.
 
 Strategies, each the same training (small CNN, digits, seeds 0..2):
@@ -46,14 +47,16 @@ BATCHES = (16, 32, 64, 128, 256)
 
 @dataclass(frozen=True)
 class Fixed:
-    """static: one configuration, paused whenever the cap is below its peak."""
+    """static: one configuration, paused whenever the cap is below its peak plus the
+    safety margin (the same feasibility test selection uses)."""
 
     config: object
     relative: dict
     n_max: float
 
     def choose(self, limit_w, p=0.0, energy_j=0.0):  # type: ignore[no-untyped-def]
-        ok = limit_w is None or limit_w >= self.config.peak_power_w  # type: ignore[attr-defined]
+        need = self.config.peak_power_w + self.config.margin_w  # type: ignore[attr-defined]
+        ok = limit_w is None or limit_w >= need
         return self.config if ok else None
 
 
@@ -103,8 +106,9 @@ def schedules(profile, day_s: float):  # type: ignore[no-untyped-def]
         if not path.is_file():
             print(f"({name}: {path} not found, skipped)", file=sys.stderr)
             continue
-        g_max = max(g for _, g in daylight(read_irradiance(path)))
-        area = 1.3 * peak / (g_max * 0.20 * 0.86)
+        lit = sorted(g for _, g in daylight(read_irradiance(path)))
+        bright = sum(lit[-120:]) / len(lit[-120:])  # the day's brightest two hours
+        area = 1.3 * peak / (bright * 0.20 * 0.86)
         system = SolarSystem(area_m2=area)
         out[name] = solar_schedule(path, system, duration_s=day_s, repeat=True)[0]
     levels = [
@@ -128,7 +132,7 @@ def strategies(profile, effs):  # type: ignore[no-untyped-def]
 
     proxy, target = effs["proxy"], effs["target"]
     low = select_ours(profile, proxy.relative, lowest_feasible_power_w(profile))
-    fixed = Config(low.batch_size, low.freq_mhz, low.peak_power_w)
+    fixed = Config(low.batch_size, low.freq_mhz, low.peak_power_w, low.power_margin_w or 0.0)
     return {
         "static": Fixed(fixed, dict(proxy.relative), proxy.samples_bmax),
         "ours": Reselector(profile, proxy.relative, n_max=proxy.samples_bmax),

@@ -21,6 +21,14 @@ def _steps(segments: Sequence[dict[str, Any]], key: str) -> tuple[list[float], l
     return xs, ys
 
 
+def _cap_times(cap: Any, end: float) -> list[float]:
+    """The schedule's change times up to `end`, every period of a repeating one."""
+    if not cap.period_s:
+        return list(cap.times_s)
+    cycles = int(end // cap.period_s) + 1
+    return [t + k * cap.period_s for k in range(cycles) for t in cap.times_s]
+
+
 def plot_schedule(
     segments: Sequence[dict[str, Any]],
     path: Union[str, Path],
@@ -39,7 +47,7 @@ def plot_schedule(
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     end = segments[-1]["end_s"]
     if cap is not None:
-        xs = [t for t in cap.times_s if t <= end] + [end]
+        xs = [t for t in _cap_times(cap, end) if t <= end] + [end]
         ys = [cap.limit_at(t) for t in xs]
         top.step(xs, [float("nan") if y is None else y for y in ys], where="post",
                  color="tab:red", lw=1.5, label="cap")  # fmt: skip

@@ -197,6 +197,7 @@ class Config:
     batch_size: int
     freq_mhz: float
     peak_power_w: float  # the profile's, for the record
+    margin_w: float = 0.0  # the safety margin its feasibility used: needs peak + margin
 
 
 class Reselector:
@@ -236,7 +237,7 @@ class Reselector:
                 return None
             # the budget cannot cover what is left: spend as little as possible
             c = choose(self.profile, self.relative, limit_w, objective="energy")  # type: ignore[arg-type]
-        return Config(c.batch_size, c.freq_mhz, c.peak_power_w)
+        return Config(c.batch_size, c.freq_mhz, c.peak_power_w, c.power_margin_w or 0.0)
 
     def _any_feasible(self, limit_w: Optional[float]) -> bool:
         rows = self.profile.rows  # type: ignore[attr-defined]
