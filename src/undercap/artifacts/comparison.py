@@ -15,7 +15,9 @@ deviation over seeds of time-to-accuracy and energy; the speed-up of a method ov
 Baseline 1 (and Baseline 2) is mean T(baseline) / mean T(method); the gap to the
 oracle is (mean T(method) / mean T(oracle) - 1) in percent. A seed that never
 reached the target is left out of the mean and counted (`n_reached` < `n_runs`), so
-a table never hides it.
+a table never hides it. A run whose robust peak went above its power limit
+(`limit_exceeded`) failed too: it is left out of the means and counted
+(`n_over_limit`), whatever its time.
 """
 
 from __future__ import annotations
@@ -107,6 +109,12 @@ class RunRecord:
     final_freq_mhz: Optional[float] = None
     train_s: Optional[float] = None  # device training time actually spent (to target or budget)
     shared_from: Optional[str] = None  # "method@limit" whose identical run this reuses
+    limit_exceeded: bool = False  # robust peak above the power limit: a failed run
+
+    @property
+    def succeeded(self) -> bool:
+        """Reached the target without exceeding the limit (what the means count)."""
+        return self.reached and not self.limit_exceeded
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +139,7 @@ class RunRecord:
             final_freq_mhz=_opt_float(d.get("final_freq_mhz")),
             train_s=_opt_float(d.get("train_s")),
             shared_from=d.get("shared_from"),
+            limit_exceeded=bool(d.get("limit_exceeded", False)),
         )
 
 
@@ -257,6 +266,7 @@ class SummaryRow:
     speedup_vs_baseline1: Optional[float]
     speedup_vs_baseline2: Optional[float]
     gap_to_oracle_pct: Optional[float]
+    n_over_limit: int = 0  # runs whose robust peak went above the limit (failed)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -273,7 +283,7 @@ def summarize(comparison: Comparison) -> list[SummaryRow]:
 
 
 def _reached_time(runs: Sequence[RunRecord]) -> Stat:
-    return stat(r.time_to_accuracy_s for r in runs if r.reached)
+    return stat(r.time_to_accuracy_s for r in runs if r.succeeded)
 
 
 def _summary_row(
@@ -285,7 +295,7 @@ def _summary_row(
     runs = comparison.runs_for(method, limit)
     reached = [r for r in runs if r.reached]
     t = _reached_time(runs)
-    e = stat(r.energy_j for r in reached)
+    e = stat(r.energy_j for r in runs if r.succeeded)
     choice = comparison.choice(method, limit)
     return SummaryRow(
         method=method,
@@ -303,6 +313,7 @@ def _summary_row(
         speedup_vs_baseline1=speedup(means.get("baseline1"), t.mean),
         speedup_vs_baseline2=speedup(means.get("baseline2"), t.mean),
         gap_to_oracle_pct=gap_pct(t.mean, means.get("oracle")),
+        n_over_limit=sum(r.limit_exceeded for r in runs),
     )
 
 

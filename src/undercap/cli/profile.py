@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from undercap import defaults
 from undercap.cli.common import (
@@ -17,6 +18,7 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
+from undercap.cli.select import add_margin_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,6 +65,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--full", action="store_true", help="full sweep even with --power-limit")
     p.add_argument(
+        "--efficiency",
+        type=Path,
+        default=None,
+        help="efficiency JSON (undercap estimate): with --power-limit, skip batch sizes that "
+        "provably cannot win under its r(b) (the profile then answers for this r(b) only)",
+    )
+    add_margin_arg(p)
+    p.add_argument(
         "--freqs-mhz",
         type=float_list,
         default=None,
@@ -72,13 +82,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--warmup",
         type=int,
         default=defaults.PROFILE_WARMUP_STEPS,
-        help=f"warm-up steps per configuration (default {defaults.PROFILE_WARMUP_STEPS})",
+        help=f"warm-up steps per batch size (default {defaults.PROFILE_WARMUP_STEPS}); a "
+        "clock change needs none",
     )
     p.add_argument(
         "--steps",
         type=positive_int,
         default=defaults.PROFILE_MEASURE_STEPS,
-        help=f"measured steps per configuration (default {defaults.PROFILE_MEASURE_STEPS})",
+        help="fewest measured steps per configuration; more run until the confidence "
+        f"intervals of time and peak power are tight (default {defaults.PROFILE_MEASURE_STEPS})",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=defaults.PROFILE_MAX_STEPS,
+        help=f"most measured steps per configuration (default {defaults.PROFILE_MAX_STEPS})",
     )
     p.add_argument("--sample-rate-hz", type=positive_float, default=defaults.PROFILE_SAMPLE_RATE_HZ)
     p.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
@@ -124,9 +142,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
     settings = ProfileSettings(
         warmup_steps=args.warmup,
         measure_steps=args.steps,
+        max_steps=max(args.steps, args.max_steps),
         sample_rate_hz=args.sample_rate_hz,
         seed=args.seed,
     )
+    relative = _relative(args)
     with open_device_from_args(args, seed=args.seed) as device:
         profile = run_profile(
             device,
@@ -141,11 +161,28 @@ def cmd_profile(args: argparse.Namespace) -> int:
             torch_device=args.torch_device,
             progress=not args.no_progress,
             task=args.task,
+            relative=relative,
+            margin_w=args.power_margin_w,
         )
     save_profile(args.output, profile)
     print(profile_summary(profile))
     print(f"  wrote {args.output}")
     return 0
+
+
+def _relative(args: argparse.Namespace) -> Any:
+    """r(b) from --efficiency (the same model), for the efficient sweep to prune with."""
+    from undercap.artifacts import load_efficiency
+    from undercap.errors import UndercapError
+
+    if args.efficiency is None:
+        return None
+    if args.power_limit is None or args.full:
+        raise UndercapError("--efficiency prunes the efficient sweep: give --power-limit W")
+    eff = load_efficiency(args.efficiency)
+    if eff.model != args.model:
+        raise UndercapError(f"{args.efficiency} is for {eff.model}, not {args.model}")
+    return eff.relative
 
 
 def cmd_plot_profile(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from undercap.cli.common import (
 )
 from undercap.cli.estimate import seeds_arg
 from undercap.cli.rules import add_rule_args
+from undercap.cli.select import add_margin_arg
 
 
 def power_limit(text: str) -> Optional[float]:
@@ -154,6 +155,7 @@ def _add_training_args(p: argparse.ArgumentParser) -> None:
         help="cache of profiles, estimates and runs (default OUTPUT/cache)",
     )
     add_objective_args(g)
+    add_margin_arg(g)
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -355,6 +357,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         rule=args.rule,
         gns_check=args.gns_check,
         gns_budget=args.gns_budget,
+        power_margin_w=args.power_margin_w,
     )
     out = run(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(out.summary)
@@ -385,6 +388,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         safe_profiles=tuple(p for p in args.safe_profiles.split(",") if p.strip()),
         cache_dir=str(args.cache_dir) if args.cache_dir else None,
         device_options=_device_options(args),
+        power_margin_w=args.power_margin_w,
     )
     comparison = run_comparison(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(markdown_report(comparison))

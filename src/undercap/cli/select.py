@@ -4,6 +4,7 @@ compared with Baselines 1 and 2 (recipes/select.py). Never imports torch."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="efficiency JSON Baseline 2 picks its batch size from (default: --efficiency)",
     )
     add_objective_choice(p)
+    add_margin_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_select)
 
@@ -64,6 +66,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         safe_freq_mhz=args.safe_freq_mhz,
         objective=args.objective,
         energy_budget_j=args.energy_budget_j,
+        margin_w=args.power_margin_w,
     )
     result = selection.to_dict()
     result.update(
@@ -76,6 +79,29 @@ def cmd_select(args: argparse.Namespace) -> int:
     else:
         print(selection_summary(result))
     return 0
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a non-negative number")
+    return x
+
+
+def add_margin_arg(p: Any) -> None:
+    """--power-margin-w, for every command that selects (select, run, compare, train)."""
+    p.add_argument(
+        "--power-margin-w",
+        type=non_negative_float,
+        default=None,
+        metavar="W",
+        help="safety margin added to every profiled peak power before comparing it with "
+        "the limit (default: each configuration's own, sized while profiling from the "
+        "sensor's noise and the peak's spread; 0: none, the paper's test)",
+    )
 
 
 def _same_model(profile: Any, eff: Any, profile_path: Path, eff_path: Path) -> None:

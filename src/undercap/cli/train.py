@@ -25,6 +25,7 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
+from undercap.cli.select import add_margin_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -167,12 +168,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--guard-window-s",
         type=positive_float,
         default=defaults.GUARD_WINDOW_S,
-        help="step the clock down when power exceeds the limit for this long "
-        f"(default {defaults.GUARD_WINDOW_S:g} s)",
+        help="the guard steps the clock down when the mean power over a window this long "
+        f"exceeds the limit (default {defaults.GUARD_WINDOW_S:g} s, widened to two updates of "
+        "a slower power sensor)",
     )
     r.add_argument("--sample-rate-hz", type=positive_float, default=defaults.TRAIN_SAMPLE_RATE_HZ)
     r.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N] (default auto)")
     add_objective_args(r)
+    add_margin_arg(r)  # used where train selects: a changing cap re-selects (b, f)
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("-o", "--output", type=Path, default=None, help="write the result JSON here")
     r.add_argument("--json", action="store_true", help="print the result JSON, not a summary")
@@ -243,7 +246,7 @@ def _follow(args: argparse.Namespace) -> dict[str, Any]:
             raise UndercapError(f"a changing cap re-selects (b, f): pass --{kind} FILE")
     return follow_kwargs(
         budget,
-        load_profile(paths["profile"]),
+        load_profile(paths["profile"]).with_margin(args.power_margin_w),
         load_efficiency(paths["efficiency"]),
         objective=args.objective,
         energy_budget_j=args.energy_budget_j,

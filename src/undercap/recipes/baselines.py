@@ -59,14 +59,19 @@ def safe_profiles(
 
 
 def safe_frequencies(
-    profiles: Iterable[Profile], limits: Iterable[Optional[float]]
+    profiles: Iterable[Profile],
+    limits: Iterable[Optional[float]],
+    margin_w: Optional[float] = None,
 ) -> dict[Optional[float], float]:
-    """The baselines' safe frequency per power limit (select.safe_freq_mhz); no limit
-    means every frequency is allowed, so the highest."""
+    """The baselines' safe frequency per power limit (select.safe_freq_mhz, with the
+    safety margin: `margin_w`, None: each profile's measured ones); no limit means
+    every frequency is allowed, so the highest."""
     profs = list(profiles)
     return {
         lim: (
-            max(f for p in profs for f in p.freqs_mhz) if lim is None else safe_freq_mhz(profs, lim)
+            max(f for p in profs for f in p.freqs_mhz)
+            if lim is None
+            else safe_freq_mhz(profs, lim, margin_w=margin_w)
         )
         for lim in limits
     }

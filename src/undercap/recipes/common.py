@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -78,11 +78,14 @@ def profile_model(
     progress: bool = True,
     log: Log = stderr_log,
     task: Optional[str] = None,
+    relative: Optional[Mapping[int, float]] = None,
+    margin_w: Optional[float] = None,
+    prior: Optional[Profile] = None,
 ) -> Profile:
     """Profile `model` on `device` (cached): a full sweep, or the paper's efficient
-    sweep for the limit `efficient_for_w` (Sec. 4.1). host_steps=False: simulated
-    devices give t and P from their model alone, without running it on the host.
-    `task` says which inputs a user's model takes (built-ins know theirs)."""
+    sweep for the limit `efficient_for_w` (Sec. 4.1; `relative`, `margin_w`, `prior`:
+    profile.run_profile). host_steps=False: simulated devices give t and P from their
+    model alone. `task` says which inputs a user's model takes."""
     from undercap.profile import ProfileSettings, run_profile
 
     key = {
@@ -94,6 +97,9 @@ def profile_model(
         "host_steps": host_steps,
         "efficient_for_w": efficient_for_w,
         "task": task,
+        "relative": None if relative is None else sorted((int(b), r) for b, r in relative.items()),
+        "margin_w": margin_w,
+        "prior": None if prior is None else [r.to_dict() for r in prior.rows],
         "user_code": code_digest(model),
         "undercap_version": __version__,
     }
@@ -110,6 +116,9 @@ def profile_model(
             settings=ProfileSettings(host_steps=host_steps),
             progress=progress,
             task=task,
+            relative=relative,
+            margin_w=margin_w,
+            prior=prior,
         ).to_dict()
 
     def hit(entry: Any) -> None:
@@ -129,9 +138,13 @@ def reuse_or_profile(
     efficient_for_w: Optional[float] = None,
     progress: bool,
     log: Log,
+    relative: Optional[Mapping[int, float]] = None,
+    margin_w: Optional[float] = None,
+    prior: Optional[Profile] = None,
 ) -> Profile:
     """The user's profile of `model` when one is given, else measure (or reuse the
-    cached) profile at the shape the model trains on for `target`."""
+    cached) profile at the shape the model trains on for `target` (`relative`,
+    `margin_w`, `prior`: profile_model)."""
     if given:
         profile = load_profile(given)
         if profile.model != model:
@@ -152,16 +165,21 @@ def reuse_or_profile(
         progress=progress,
         log=log,
         task=inp.task,
+        relative=relative,
+        margin_w=margin_w,
+        prior=prior,
     )
 
 
-def check_feasible(profile: Profile, limits: Iterable[Optional[float]]) -> None:
+def check_feasible(
+    profile: Profile, limits: Iterable[Optional[float]], margin_w: Optional[float] = None
+) -> None:
     """Fail early (before any estimate or training) on a limit no configuration of the
-    profiled model meets, naming the lowest feasible power."""
+    profiled model meets (peak plus margin), naming the lowest feasible power."""
     from undercap.errors import InfeasibleError
     from undercap.select import lowest_feasible_power_w
 
-    lowest = lowest_feasible_power_w(profile)
+    lowest = lowest_feasible_power_w(profile, margin_w=margin_w)
     for lim in limits:
         if lim is not None and lim < lowest:
             raise InfeasibleError(

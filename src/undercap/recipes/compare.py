@@ -77,6 +77,7 @@ class CompareConfig:
     safe_profiles: tuple[str, ...] = ()  # real devices: measured profiles of other models
     cache_dir: Optional[str] = None  # shared cache (profiles, estimates); default out/cache
     device_options: dict[str, Any] = field(default_factory=dict)  # open_device kwargs
+    power_margin_w: Optional[float] = None  # safety margin for every row; None: measured
 
     def validate(self) -> None:
         if not self.power_limits_w:
@@ -101,18 +102,20 @@ def choose_all(
     relative_target: dict[int, float],
     limits: Sequence[Optional[float]],
     safe_freqs: dict[Optional[float], float],
+    margin_w: Optional[float] = None,
 ) -> list[ChoiceRecord]:
-    """Every method's configuration for every limit (select.*)."""
+    """Every method's configuration for every limit (select.*), each feasible with the
+    safety margin (`margin_w`, None: the profile's measured ones)."""
     from undercap.select import baseline1, baseline2, oracle, select_ours
 
-    out = []
+    out, m = [], margin_w
     for lim in sorted(limits, key=limit_sort_key):
         f_safe = safe_freqs[lim]
         picks = [
-            (baseline1(profile, lim, f_safe, relative=relative_proxy), f_safe),
-            (baseline2(profile, relative_proxy, lim, f_safe), f_safe),
-            (select_ours(profile, relative_proxy, lim), None),
-            (oracle(profile, relative_target, lim), None),
+            (baseline1(profile, lim, f_safe, relative=relative_proxy, margin_w=m), f_safe),
+            (baseline2(profile, relative_proxy, lim, f_safe, margin_w=m), f_safe),
+            (select_ours(profile, relative_proxy, lim, margin_w=m), None),
+            (oracle(profile, relative_target, lim, margin_w=m), None),
         ]
         out += [_choice_record(c, safe) for c, safe in picks]
     return out
@@ -205,8 +208,9 @@ def run_comparison(
     eff_proxy, eff_target = _estimates(cfg, setup, cache, progress, log)
     save_efficiency(out / "efficiency-proxy.json", eff_proxy)
     save_efficiency(out / "efficiency-target.json", eff_target)
-    _save_selections(out, profile, eff_proxy, cfg.power_limits_w, safe)
-    choices = choose_all(profile, eff_proxy.relative, eff_target.relative, cfg.power_limits_w, safe)
+    _save_selections(out, profile, eff_proxy, cfg.power_limits_w, safe, cfg.power_margin_w)
+    rel = (eff_proxy.relative, eff_target.relative)
+    choices = choose_all(profile, *rel, cfg.power_limits_w, safe, cfg.power_margin_w)
     if train_fn is None:
         train_fn = device_train_fn(cfg, setup, eff_target.target_accuracy, cache, progress, log)
     runs = train_all(choices, cfg.seeds, train_fn, log=log)
@@ -240,11 +244,12 @@ def _device_side(
 
     with open_device(cfg.device, seed=0, **cfg.device_options) as device:
         profile = scenario_profile(cfg, device, cache, progress, log)
-        check_feasible(profile, cfg.power_limits_w)
+        check_feasible(profile, cfg.power_limits_w, cfg.power_margin_w)
         profiles = safe_profiles(
             device, profile, cache=cache, given=cfg.safe_profiles, progress=progress, log=log
         )
-        return profile, safe_frequencies(profiles, cfg.power_limits_w), device.is_simulated
+        safe = safe_frequencies(profiles, cfg.power_limits_w, cfg.power_margin_w)
+        return profile, safe, device.is_simulated
 
 
 def _save_selections(
@@ -253,6 +258,7 @@ def _save_selections(
     eff_proxy: Any,
     limits: Sequence[Optional[float]],
     safe: dict[Optional[float], float],
+    margin_w: Optional[float] = None,
 ) -> None:
     """Ours for every limit as a selection artifact (`train --from-selection` reads it):
     selection-<limit>.json, e.g. selection-3.5W.json, selection-none.json."""
@@ -261,7 +267,7 @@ def _save_selections(
 
     for lim in limits:
         name = "none" if lim is None else f"{lim:g}W"
-        sel = build_selection(profile, eff_proxy, lim, safe_freq_mhz=safe[lim])
+        sel = build_selection(profile, eff_proxy, lim, safe_freq_mhz=safe[lim], margin_w=margin_w)
         save_selection(out / f"selection-{name}.json", sel)
 
 

@@ -42,9 +42,10 @@ def run_record(result: TrainResult, *, seed: int) -> RunRecord:
         samples_to_target=result.samples_to_target,
         samples_trained=result.samples_trained,
         final_accuracy=result.final_accuracy,
-        guard_events=len(result.guard_events),
+        guard_events=sum(e.get("action") == "step_down" for e in result.guard_events),
         final_freq_mhz=result.freq_mhz_final,
         train_s=result.train_time_s,
+        limit_exceeded=bool(result.limit_exceeded),
     )
 
 

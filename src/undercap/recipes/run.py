@@ -33,11 +33,11 @@ from undercap.recipes.common import (
     TrainingSetup,
     check_feasible,
     estimate_efficiency,
-    reuse_or_profile,
     stderr_log,
     with_pretrained,
 )
 from undercap.recipes.gns_check import apply_check, cross_check
+from undercap.recipes.profiling import complete, profile_stage, with_cost
 from undercap.recipes.select import build_selection, training_of
 from undercap.select import lowest_feasible_power_w
 from undercap.train.schedule import Budget, LiveSource, budget_from, follow_kwargs
@@ -71,6 +71,7 @@ class RunConfig:
     rule: str = defaults.SELECTION_RULE  # "paper", "spread" or "gns" (recipes/gns_check.py)
     gns_check: bool = defaults.GNS_CHECK  # probe the gradient noise scale on the target
     gns_budget: float = defaults.GNS_BUDGET_FRACTION  # of the predicted training time
+    power_margin_w: Optional[float] = None  # safety margin for every row; None: measured
 
     def budget(self) -> Optional[Budget]:
         """The changing cap, if any (train/schedule.py)."""
@@ -97,11 +98,10 @@ def run(
     out = Path(out_dir)
     cache = Cache(cfg.cache_dir or out / "cache")
     budget = cfg.budget()
-    # Device and profile first: an unknown device or an infeasible limit fails
-    # before the (longer) efficiency estimate.
-    profile = _profile(cfg, cache, progress, log, full=budget is not None)
+    # Device and profile first (the smallest batch size's stage, recipes/profiling.py):
+    # an unknown device or an infeasible limit fails before the (longer) estimate.
+    profile = profile_stage(cfg, cache, progress, log, full=budget is not None)
     limit = _first_limit(cfg, budget, profile)
-    save_profile(out / "profile.json", profile)
     setup = with_pretrained(
         cfg.setup,
         cfg.pretrain_source,
@@ -112,6 +112,8 @@ def run(
     )
     eff = _efficiency(cfg, setup, cache, progress, log)
     save_efficiency(out / "efficiency.json", eff)
+    profile = complete(cfg, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
+    save_profile(out / "profile.json", profile)
     training = {**training_of(eff), **_training(cfg, setup)}
     check = cross_check(cfg, setup, profile, eff, limit, cache)  # r(b) vs the noise scale
     selection = build_selection(
@@ -121,6 +123,7 @@ def run(
         training=training,
         objective=cfg.objective,
         energy_budget_j=cfg.energy_budget_j,
+        margin_w=cfg.power_margin_w,
     )
     selection = apply_check(selection, check)  # the rule's choice (paper: unchanged)
     save_selection(out / "selection.json", selection)
@@ -129,10 +132,16 @@ def run(
         f"(limit {'none' if limit is None else f'{limit:g} W'}); training on {cfg.target.label}"
     )
     follow = follow_kwargs(
-        budget, profile, eff, objective=cfg.objective, energy_budget_j=cfg.energy_budget_j
+        budget,
+        profile.with_margin(cfg.power_margin_w),
+        eff,
+        objective=cfg.objective,
+        energy_budget_j=cfg.energy_budget_j,
     )
     result = _train(cfg, setup, selection, out, progress, follow)
     save_train_result(out / "train.json", result)
+    selection = with_cost(selection, profile, result)  # profiling's share of the training
+    save_selection(out / "selection.json", selection)
     if result.segments:
         _plot_schedule(result, budget, out / "schedule.png", log)
     text = run_summary(cfg, profile, eff, selection, result)
@@ -180,9 +189,9 @@ def _first_limit(cfg: RunConfig, budget: Optional[Budget], profile: Profile) -> 
     """The cap the selection is made for: --power-limit, or the schedule's first cap
     at which some configuration can run. Fails early when none ever can."""
     if budget is None:
-        check_feasible(profile, [cfg.power_limit_w])
+        check_feasible(profile, [cfg.power_limit_w], cfg.power_margin_w)
         return cfg.power_limit_w
-    lowest = lowest_feasible_power_w(profile)
+    lowest = lowest_feasible_power_w(profile, margin_w=cfg.power_margin_w)
     if isinstance(budget, LiveSource):  # what it says now; training waits if too little
         now = budget.lowest_w
         return now if now is None or now >= lowest else None
@@ -193,26 +202,6 @@ def _first_limit(cfg: RunConfig, budget: Optional[Budget], profile: Profile) -> 
             f"power is {lowest:.2f} W"
         )
     return runnable[0]
-
-
-def _profile(
-    cfg: RunConfig, cache: Cache, progress: bool, log: Log, *, full: bool = False
-) -> Profile:
-    from undercap.devices import open_device
-
-    with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
-        return reuse_or_profile(
-            device,
-            cfg.model,
-            cfg.target,
-            cfg.setup.batch_sizes,
-            given=cfg.profile,
-            cache=cache,
-            # a changing cap needs every (b, f): the efficient sweep covers one limit
-            efficient_for_w=None if cfg.full_profile or full else cfg.power_limit_w,
-            progress=progress,
-            log=log,
-        )
 
 
 def _efficiency(

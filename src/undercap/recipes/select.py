@@ -52,8 +52,7 @@ def build_selection(
     """Our choice for `objective` (select/objectives.py; Algorithm 1 for time), why
     batch sizes were left out, and both baselines (Baseline 2 picks from `proxy`,
     default `eff`). Expected speed-ups use r(b) from `eff`."""
-    profile, margin_note = profile.with_margin(margin_w), _margin_note(profile, margin_w)
-    n_max = eff.samples_bmax
+    n_max, profile = eff.samples_bmax, profile.with_margin(margin_w)  # --power-margin-w
     choice = sel.choose(
         profile,
         eff.relative,
@@ -86,7 +85,7 @@ def build_selection(
     extra["baseline2"] = _baseline(
         lambda: sel.baseline2(profile, rel_proxy, power_limit_w, safe), choice, eff, why_not
     )
-    extra.update(_margin_extra(choice, margin_note, profile, eff))
+    extra.update(_margin_extra(choice, _margin_note(profile, margin_w), profile, eff))
     own = ("power_limit_w", "mean_power_w", "objective", "power_margin_w")
     fields = {k: v for k, v in choice.to_dict().items() if k not in own}
     return Selection(

@@ -53,6 +53,7 @@ RUN_COLUMNS = (
     "final_freq_mhz",
     "train_s",
     "shared_from",
+    "limit_exceeded",
 )
 SUMMARY_COLUMNS = (
     "device",
@@ -77,6 +78,7 @@ SUMMARY_COLUMNS = (
     "speedup_vs_baseline1",
     "speedup_vs_baseline2",
     "gap_to_oracle_pct",
+    "n_over_limit",
 )
 
 
@@ -116,9 +118,13 @@ def fmt_gap(x: Optional[float]) -> str:
 def _time_cell(row: Optional[SummaryRow]) -> str:
     if row is None or row.n_runs == 0:
         return "-"
+    if row.n_over_limit and row.time_mean_s is None:  # every run failed the limit
+        return f"over the limit ({row.n_over_limit}/{row.n_runs})"
     cell = fmt_mean_std(row.time_mean_s, row.time_std_s)
     if 0 < row.n_reached < row.n_runs:
         cell += f" ({row.n_reached}/{row.n_runs} reached)"
+    if row.n_over_limit:  # failed runs: over the power limit (left out of the mean)
+        cell += f" ({row.n_over_limit}/{row.n_runs} over the limit)"
     return cell
 
 
@@ -225,6 +231,12 @@ def _notes(c: Comparison, rows: Sequence[SummaryRow]) -> list[str]:
             f"- {_label(r.method)} at {limit_label(r.power_limit_w)}: {r.n_runs - r.n_reached} "
             f"of {r.n_runs} seeds did not reach the target within the sample budget "
             "(left out of the mean)."
+        )
+    for r in (r for r in rows if r.n_over_limit):
+        notes.append(
+            f"- {_label(r.method)} at {limit_label(r.power_limit_w)}: FAILED in "
+            f"{r.n_over_limit} of {r.n_runs} seeds: the robust peak power went above the "
+            "limit (left out of the mean)."
         )
     guarded = [r for r in rows if r.guard_events]
     for r in guarded:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from undercap.artifacts.efficiency import Efficiency
 from undercap.artifacts.profile import Profile
 from undercap.artifacts.train_result import TrainResult
+from undercap.report.profiling import cost_lines, margin_lines, run_cost_line, selection_margin
 
 
 def _limit(power_limit_w: Optional[float]) -> str:
@@ -20,7 +21,6 @@ def _limit(power_limit_w: Optional[float]) -> str:
 def profile_summary(profile: Profile) -> str:
     """What was profiled and what profiling cost."""
     sim = " (simulated device)" if profile.simulated else ""
-    cost = profile.cost
     lines = [
         f"profiled {profile.model} on {profile.device['name']}{sim}: "
         f"{len(profile.rows)} configurations, {len(profile.batch_sizes)} batch sizes "
@@ -28,10 +28,7 @@ def profile_summary(profile: Profile) -> str:
     ]
     if profile.unfit_batch_sizes:
         lines.append(f"  did not fit in memory: batch sizes {list(profile.unfit_batch_sizes)}")
-    lines.append(
-        f"  profiling cost: {cost['device_time_s']:.1f} s device time, "
-        f"{cost['energy_j']:.1f} J, {cost['wall_s']:.1f} s wall"
-    )
+    lines += cost_lines(profile) + margin_lines(profile)  # report/profiling.py
     return "\n".join(lines)
 
 
@@ -94,6 +91,7 @@ def selection_summary(res: dict[str, Any]) -> str:
         f"{res['relative_samples']:.3g}x those of the largest batch (t*r {_ms(t_r)})",
         f"    peak power {res['peak_power_w']:.2f} W of {_limit(res['power_limit_w'])}"
         + ("" if res["headroom_w"] is None else f" ({res['headroom_w']:.2f} W headroom)"),
+        *selection_margin(res),  # report/profiling.py
     ]
     if res.get("predicted_time_s") is not None:
         energy = res.get("predicted_energy_j")
@@ -244,6 +242,7 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
         f"- energy {result.energy_j:.1f} J; power peak {result.peak_power_w:.2f} W, mean "
         f"{result.mean_power_w:.2f} W; power-guard events: {len(result.guard_events)}",
     ]
+    lines += [x for x in (run_cost_line(selection),) if x]  # report/profiling.py
     lines += _predicted_lines(selection, result)
     lines += _segment_lines(result)
     lines += gns_check_lines(selection.extra.get("gns_check"), result)

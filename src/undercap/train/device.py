@@ -27,6 +27,7 @@ from undercap.report.progress import sample_bar
 from undercap.train.checkpoint import checkpoint_to_resume
 from undercap.train.checkpoint import save_checkpoint as _save
 from undercap.train.follow import CapFollower
+from undercap.train.guard import finish_run
 from undercap.train.schedule import Budget, Reselector
 from undercap.train.session import Session, current_freq_mhz
 from undercap.train.setup import RunSetup, TrainSpec
@@ -184,15 +185,12 @@ def _run(
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
         try:
             loop_result = trainer.run()
-            warnings += session.guard.finish(
-                device.now_s(), session.acc.train_time_s, session.samples
-            )
             session.pause()
             if checkpoint["dir"] is not None:
                 hooks.save(trainer)
         finally:
             bar.close()
-        freq_final = current_freq_mhz(device)
+        freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
     acc = session.snapshot()
     return setup.result(
         loop_result,
@@ -201,7 +199,7 @@ def _run(
         freq_start=freq_start,
         freq_final=freq_final,
         energy_source=session.energy_source,
-        warnings=warnings,
+        warnings=warnings + end_notes,
         resumed_from=int(saved["trainer"]["samples"]) if saved else None,
         provenance=provenance(seed=spec.seed, device=device.name),
         segments=tuple(follower.segments) if follower else (),

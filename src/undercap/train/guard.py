@@ -114,6 +114,12 @@ def snap_note(snap: Optional[dict[str, float]], device_name: str) -> Optional[st
     return f"locked {step:g} MHz but {device_name} read back {actual:g} MHz"
 
 
+def finish_run(session: Any) -> list[str]:
+    """The end of a training session (train/session.py): `PowerGuard.finish` at its
+    clock, training time and samples; lines for the result's warnings."""
+    return session.guard.finish(session.device.now_s(), session.acc.train_time_s, session.samples)
+
+
 class PowerGuard:
     """Checks the sampler after each training step; see the module docstring.
 
