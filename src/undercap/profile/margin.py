@@ -15,8 +15,8 @@ The margin of a row, from what its own measurement observed:
 
     margin       = z * sigma_window + spread
     sigma_window = noise / sqrt(n)          one window's noise while training:
-        noise    one reading's noise, from successive differences of the readings (a
-                 robust MAD; the load's slow ripple cancels in a difference),
+        noise    one reading's noise around the load's own shape: readings binned by
+                 their phase within the training step, the residuals' std,
         n        independent readings per window while training:
                  w / max(1 / sampling rate, sensor update interval)
     z            = Phi^-1(1 - alpha / M),   M = run_s / w windows: with probability at
@@ -64,16 +64,29 @@ def ci_halfwidth(values: np.ndarray) -> float:
     return t975(n - 1) * float(np.std(values, ddof=1)) / math.sqrt(n)
 
 
-def reading_noise_w(power_w: np.ndarray) -> float:
-    """One reading's noise (std), robustly from successive differences: a difference
-    of two independent readings has sqrt(2) times their noise, and the load's own
-    changes (ripple over a step, slow drift) barely move between adjacent readings.
-    Step changes (a new phase) are outliers the median absolute deviation ignores."""
-    if power_w.size < 3:
+def reading_noise_w(times_s: np.ndarray, power_w: np.ndarray, step_s: float) -> float:
+    """One reading's noise (std) around the load's own shape. A training step repeats
+    the same kernels, so the load's power is periodic in the step (forward, backward
+    and optimizer phases: the ripple) and what differs from the step's mean profile at
+    the same phase is noise (sensor, and step-to-step variation). Readings are binned by
+    their phase within the step (at least 8 readings a bin, at most one bin per reading
+    of a step) and the residuals' standard deviation is taken with the bins' degrees of
+    freedom removed. Ripple left in the readings would inflate the margin, though a
+    window averages it away."""
+    p = np.asarray(power_w, dtype=np.float64)
+    t = np.asarray(times_s, dtype=np.float64)
+    if p.size < 3:
         return 0.0
-    d = np.diff(power_w)
-    mad = float(np.median(np.abs(d - np.median(d))))
-    return 1.4826 * mad / math.sqrt(2.0)  # 1.4826 MAD = std of a Gaussian
+    spacing = float(np.median(np.diff(t))) if t.size > 1 else 0.0
+    per_step = step_s / spacing if spacing > 0 and step_s > 0 else 1.0
+    nb = int(max(1, min(math.floor(per_step), p.size // 8)))
+    phase = np.mod((t - t[0]) / step_s, 1.0) if step_s > 0 else np.zeros(p.size)
+    bins = np.minimum((phase * nb).astype(np.int64), nb - 1)
+    counts = np.bincount(bins, minlength=nb)
+    means = np.bincount(bins, weights=p, minlength=nb) / np.maximum(counts, 1)
+    residual = p - means[bins]
+    dof = p.size - int(np.count_nonzero(counts))
+    return math.sqrt(float(np.sum(residual**2)) / max(dof, 1))
 
 
 def repeated_peaks(

@@ -181,7 +181,7 @@ class Measurer:
     ) -> ProfileRow:
         stats = sampler.stats()
         t, p = _readings(sampler)
-        noise = reading_noise_w(p)
+        noise = reading_noise_w(t, p, float(step_times.mean()))
         peaks = self._peaks(sampler, float(step_times.mean()))
         spread = float(np.std(peaks, ddof=1)) if peaks.size >= 2 else 0.0
         return ProfileRow(

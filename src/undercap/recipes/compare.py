@@ -248,7 +248,7 @@ def _device_side(
         profiles = safe_profiles(
             device, profile, cache=cache, given=cfg.safe_profiles, progress=progress, log=log
         )
-        safe = safe_frequencies(profiles, cfg.power_limits_w, cfg.power_margin_w)
+        safe = safe_frequencies(profiles, cfg.power_limits_w, cfg.power_margin_w, own=profile)
         return profile, safe, device.is_simulated
 
 
