@@ -29,13 +29,20 @@ from undercap.devices.base import Device, controlled
 from undercap.devices.sampler import PowerSampler
 from undercap.errors import DeviceError, UndercapError
 from undercap.profile.measure import Measurer, ProfileSettings
+from undercap.profile.replay import replay_efficient
 from undercap.profile.stepper import Stepper
 from undercap.profile.sweep import SweepOutcome, efficient_sweep, full_plan
 from undercap.report.progress import bar as progress_bar
 
 DEFAULT_BATCH_SIZES = defaults.PROFILE_BATCH_SIZES
 
-__all__ = ["DEFAULT_BATCH_SIZES", "ProfileSettings", "run_profile", "sweep_plan"]
+__all__ = [
+    "DEFAULT_BATCH_SIZES",
+    "ProfileSettings",
+    "replay_efficient",
+    "run_profile",
+    "sweep_plan",
+]
 
 
 def sweep_plan(

@@ -133,3 +133,13 @@ class MarginPolicy:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "z": self.z}
+
+
+def near_band_w(row: Any, policy: MarginPolicy, sample_rate_hz: float) -> float:
+    """How far from the limit a row's peak + margin may lie and still be noise (the
+    efficient sweep does not trust such a row to bound others, profile/sweep.py): three
+    standard deviations of the peak, its spread over repeated windows or one window's
+    noise at the profiling rate, whichever is larger."""
+    noise = row.noise_w or 0.0
+    sigma = max(row.peak_spread_w or 0.0, policy.window_noise_w(noise, sample_rate_hz))
+    return 3.0 * sigma

@@ -39,7 +39,13 @@ from undercap.artifacts.profile import ProfileRow
 from undercap.devices.base import Device, power_window_s
 from undercap.devices.sampler import PowerSampler
 from undercap.errors import DeviceOutOfMemoryError
-from undercap.profile.margin import MarginPolicy, ci_halfwidth, reading_noise_w, repeated_peaks
+from undercap.profile.margin import (
+    MarginPolicy,
+    ci_halfwidth,
+    near_band_w,
+    reading_noise_w,
+    repeated_peaks,
+)
 from undercap.profile.stepper import Stepper
 
 
@@ -198,15 +204,8 @@ class Measurer:
         )
 
     def near_band_w(self, row: ProfileRow) -> float:
-        """How far from the limit a row's peak + margin may be and still be noise: three
-        standard deviations of the peak (its spread over repeated windows, or one
-        window's noise at the profiling rate, whichever is larger)."""
-        noise = row.noise_w or 0.0
-        sigma = max(
-            row.peak_spread_w or 0.0,
-            self.policy.window_noise_w(noise, self.settings.sample_rate_hz),
-        )
-        return 3.0 * sigma
+        """margin.near_band_w at this measurement's window, sensor and sample rate."""
+        return near_band_w(row, self.policy, self.settings.sample_rate_hz)
 
 
 def _readings(sampler: PowerSampler) -> tuple[np.ndarray, np.ndarray]:
