@@ -79,9 +79,9 @@ def reading_noise_w(times_s: np.ndarray, power_w: np.ndarray, step_s: float) -> 
         return 0.0
     spacing = float(np.median(np.diff(t))) if t.size > 1 else 0.0
     per_step = step_s / spacing if spacing > 0 and step_s > 0 else 1.0
-    nb = int(max(1, min(math.floor(per_step), p.size // 8)))
+    nb = int(max(1, min(math.floor(per_step + 1e-6), p.size // 8)))
     phase = np.mod((t - t[0]) / step_s, 1.0) if step_s > 0 else np.zeros(p.size)
-    bins = np.minimum((phase * nb).astype(np.int64), nb - 1)
+    bins = np.mod(np.floor(phase * nb + 1e-6).astype(np.int64), nb)  # round-off at edges
     counts = np.bincount(bins, minlength=nb)
     means = np.bincount(bins, weights=p, minlength=nb) / np.maximum(counts, 1)
     residual = p - means[bins]
