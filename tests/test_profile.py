@@ -110,3 +110,74 @@ def test_plot_profile_cli_marks_choice_and_given_safe_frequency(nano, tmp_path):
     assert main([*args, "--safe-freq-mhz", "76.8"]) == 0
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main([*args[:-4], "-o", str(tmp_path / "g.png")]) == 0  # no choice marked
+
+
+def test_measurement_is_adaptive_and_warm_up_is_per_batch_size(nano):
+    """At least PROFILE_MIN_WINDOWS power windows and two steps per configuration,
+    one warm-up per batch size, exact time per sample from the device model."""
+    from undercap.devices.base import power_window_s
+    from undercap.models import build_model, workload_of
+
+    settings = ProfileSettings(host_steps=False)
+    prof = run_profile(nano, "resnet18", (3, 32, 32), [4, 64], settings=settings, progress=False)
+    assert prof.cost["warmup_steps"] == 2  # one per batch size, none per clock
+    assert prof.cost["saved"]["warmup_steps_shared"] == len(prof.rows) - 2
+    window = power_window_s(nano)
+    assert prof.sweep["window_s"] == window == pytest.approx(0.2)
+    wl = workload_of(
+        build_model("resnet18", num_classes=10, input_shape=(3, 32, 32)), "resnet18", (3, 32, 32)
+    )
+    for r in prof.rows:
+        assert r.steps >= 2 and r.duration_s >= settings.min_windows * window - 1e-9
+        step = nano.model_step(wl, r.batch_size, r.freq_mhz)
+        assert r.time_per_sample_s == pytest.approx(step.time_per_sample_s, rel=1e-9)
+        assert r.steps <= 4  # long steps: the intervals close after a few
+        assert 0 < r.peak_margin_w < 0.5 and r.noise_w > 0
+    steps = sum(r.steps for r in prof.rows) + prof.cost["warmup_steps"]
+    assert prof.cost["steps"] == steps
+
+
+def test_efficient_sweep_cost_and_pruning_with_r(nano, tmp_path, capsys):
+    """ResNet18 b = 4..128 under 5 W on the simulated Nano: the efficient sweep costs
+    about 1% of the paper's 4454 s of training (Table 2); with r(b) it skips batch sizes
+    that cannot win and still picks Algorithm 1's choice on the full table."""
+    from undercap.artifacts import Efficiency, save_efficiency
+    from undercap.cli import main
+    from undercap.select import select_ours
+
+    settings = ProfileSettings(host_steps=False)
+    bs = [4, 8, 16, 32, 64, 128]
+    eff = run_profile(
+        nano, "resnet18", (3, 32, 32), bs, power_limit_w=5.0, settings=settings, progress=False
+    )
+    assert eff.mode == "efficient" and eff.cost["device_time_s"] < 85.0
+    assert eff.cost["saved"]["configurations_not_measured"] > 50
+    rel = {4: 0.3, 8: 0.31, 16: 0.33, 32: 0.4, 64: 0.6, 128: 1.0}
+    pruned = run_profile(
+        nano,
+        "resnet18",
+        (3, 32, 32),
+        bs,
+        power_limit_w=5.0,
+        settings=settings,
+        progress=False,
+        relative=rel,
+    )
+    assert pruned.sweep["pruned"] and pruned.cost["device_time_s"] < eff.cost["device_time_s"]
+    full = run_profile(nano, "resnet18", (3, 32, 32), bs, settings=settings, progress=False)
+    want = select_ours(full, rel, 5.0)
+    for p in (eff, pruned):
+        got = select_ours(p, rel, 5.0)
+        assert (got.batch_size, got.freq_mhz) == (want.batch_size, want.freq_mhz)
+    # the CLI: --efficiency prunes, the summary reports cost and margins
+    save_efficiency(
+        tmp_path / "e.json", Efficiency("resnet18", "x", 0.9, {b: (1,) for b in rel}, rel)
+    )
+    out = tmp_path / "p.json"
+    argv = ["profile", "--model", "resnet18", "--batch-sizes", "4..128", "--power-limit", "5",
+            "--efficiency", str(tmp_path / "e.json"), "--no-progress", "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "s device time" in text and "skipped:" in text and "safety margin" in text
+    assert load_profile(out).sweep["relative"] == {str(b): r for b, r in rel.items()}
+    assert main([*argv[:-2], "--full", "-o", str(out)]) == 2  # pruning needs the limit's sweep
