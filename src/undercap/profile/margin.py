@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -90,13 +90,18 @@ def reading_noise_w(times_s: np.ndarray, power_w: np.ndarray, step_s: float) -> 
 
 
 def repeated_peaks(
-    times_s: np.ndarray, power_w: np.ndarray, piece_s: float, window_s: float
+    times_s: np.ndarray,
+    power_w: np.ndarray,
+    piece_s: float,
+    window_s: float,
+    start_s: Optional[float] = None,
 ) -> np.ndarray:
-    """The robust peak of each consecutive piece of `piece_s` of the readings (whole
-    pieces only): the "repeated windows" a measurement's peak is checked over."""
+    """The robust peak of each consecutive piece of `piece_s` of the readings from
+    `start_s` (default: the first reading; whole pieces only): the "repeated windows" a
+    measurement's peak is checked over."""
     if times_s.size < 2 or piece_s <= 0:
         return np.empty(0)
-    t0 = float(times_s[0])
+    t0 = float(times_s[0]) if start_s is None else float(start_s)
     k = int(math.floor((float(times_s[-1]) - t0) / piece_s + 1e-9))
     peaks = []
     for i in range(k):

@@ -28,6 +28,7 @@ accounts every step. On real hardware every step runs the real model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
@@ -37,7 +38,7 @@ import numpy as np
 from undercap import defaults
 from undercap.artifacts.profile import ProfileRow
 from undercap.devices.base import Device, power_window_s
-from undercap.devices.sampler import PowerSampler
+from undercap.devices.sampler import PowerSampler, summarize
 from undercap.errors import DeviceOutOfMemoryError
 from undercap.profile.margin import (
     MarginPolicy,
@@ -178,15 +179,30 @@ class Measurer:
             return n == 1 and s.measure_steps <= 1
         return ci_halfwidth(peaks) <= s.peak_rel_tol * float(peaks.mean())
 
+    def _readings(self, sampler: PowerSampler) -> tuple[np.ndarray, np.ndarray]:
+        """The measurement's readings from one sensor update after its start: a reading
+        taken as the clock changes still averages over the previous configuration (its
+        last step's power), which would bias the row by the direction the sweep moved."""
+        pairs = sampler.samples()
+        arr = np.asarray(pairs, dtype=np.float64).reshape(-1, 2)
+        if arr.shape[0] > 3:
+            keep = arr[:, 0] > arr[0, 0] + self.policy.sensor_update_s + 1e-12
+            arr = arr[keep] if int(keep.sum()) >= 3 else arr
+        return arr[:, 0], arr[:, 1]
+
     def _peaks(self, sampler: PowerSampler, step_s: float) -> np.ndarray:
-        t, p = _readings(sampler)
-        return repeated_peaks(t, p, max(self.window_s, step_s), self.window_s)
+        t, p = self._readings(sampler)
+        start = sampler.samples()[0][0]  # pieces from the measurement's start
+        # whole steps per piece, at least a window: every piece sees every phase of the
+        # step, so their peaks differ by noise and load, not by where the ripple fell
+        piece = step_s * max(1, math.ceil(self.window_s / step_s - 1e-9)) if step_s > 0 else 0.0
+        return repeated_peaks(t, p, max(piece, self.window_s), self.window_s, start)
 
     def _row(
         self, b: int, freq_mhz: float, step_times: np.ndarray, sampler: PowerSampler
     ) -> ProfileRow:
-        stats = sampler.stats()
-        t, p = _readings(sampler)
+        t, p = self._readings(sampler)
+        stats = summarize(t, p, self.window_s)
         noise = reading_noise_w(t, p, float(step_times.mean()))
         peaks = self._peaks(sampler, float(step_times.mean()))
         spread = float(np.std(peaks, ddof=1)) if peaks.size >= 2 else 0.0
@@ -206,11 +222,3 @@ class Measurer:
     def near_band_w(self, row: ProfileRow) -> float:
         """margin.near_band_w at this measurement's window, sensor and sample rate."""
         return near_band_w(row, self.policy, self.settings.sample_rate_hz)
-
-
-def _readings(sampler: PowerSampler) -> tuple[np.ndarray, np.ndarray]:
-    pairs = sampler.samples()
-    if not pairs:
-        return np.empty(0), np.empty(0)
-    arr = np.asarray(pairs, dtype=np.float64)
-    return arr[:, 0], arr[:, 1]
