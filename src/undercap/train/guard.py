@@ -210,8 +210,9 @@ class PowerGuard:
         t, p = recent(max(0.0, now_s - start))
         if t.size == 0:
             return None
-        if t.size == 1:
-            return float(p[0])
+        top = float(p.max())
+        if t.size == 1 or top <= self.limit_w:  # no window mean can be above every reading
+            return top
         stats = summarize(t, p, self.window_s)  # a span under one window: its mean
         return stats.peak_w if t[-1] - t[0] >= self.window_s - 1e-9 else stats.mean_w
 

@@ -86,6 +86,7 @@ class SimulatedDevice(Device):
         self._spans: list[_Span] = []
         self._starts: list[float] = []
         self._arrays: Optional[tuple[np.ndarray, ...]] = None  # cache for vector reads
+        self._steps: dict[tuple[Any, ...], StepModel] = {}  # account_step's step models
 
     @classmethod
     def from_name(cls, name: str, seed: int = 0, *, read_only: bool = False) -> SimulatedDevice:
@@ -177,10 +178,12 @@ class SimulatedDevice(Device):
     def account_step(self, workload: Workload, batch_size: int) -> None:
         """Charge one training step at the current clock: advance the virtual clock by
         its modelled time and record the span for power readings."""
-        m = self.model_step(workload, batch_size, self.current_freq_mhz())
+        key = (workload, batch_size, self.current_freq_mhz())
+        m = self._steps.get(key)
+        if m is None:  # the model is a pure function of the key: computed once per key
+            m = self._steps[key] = self.model_step(*key)
         if not m.fits:
             raise DeviceOutOfMemoryError(self._oom_message(workload, m))
-        key = (workload, batch_size, m.freq_mhz)
         last = self._spans[-1] if self._spans else None
         if last is not None and last.key == key and last.end_s == self._now_s:
             last.count += 1
