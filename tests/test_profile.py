@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from undercap.artifacts import load_profile, save_profile
@@ -181,3 +183,37 @@ def test_efficient_sweep_cost_and_pruning_with_r(nano, tmp_path, capsys):
     assert "s device time" in text and "skipped:" in text and "safety margin" in text
     assert load_profile(out).sweep["relative"] == {str(b): r for b, r in rel.items()}
     assert main([*argv[:-2], "--full", "-o", str(out)]) == 2  # pruning needs the limit's sweep
+
+
+def test_run_profiles_in_two_stages_and_reports_the_cost(tmp_path, capsys):
+    """`run` measures the smallest batch size first (a limit nothing meets fails there,
+    before any estimate), then the rest with r(b); the profile's cost covers both and
+    is set against the training that followed."""
+    from undercap.artifacts import Efficiency, save_efficiency
+    from undercap.cli import main
+
+    rel = {16: 0.4, 32: 0.6, 64: 1.0}
+    save_efficiency(
+        tmp_path / "e.json", Efficiency("small-cnn", "digits", 0.9, {b: (100,) for b in rel}, rel)
+    )
+    out = tmp_path / "run"
+    argv = ["run", "--model", "small-cnn", "--target", "digits", "--target-limit", "600",
+            "--efficiency", str(tmp_path / "e.json"), "--batch-sizes", "16..64",
+            "--power-limit", "3.5", "--target-accuracy", "0.8", "--max-samples", "2000",
+            "--eval-every", "256", "--torch-device", "cpu", "--no-progress",
+            "--no-gns-check", "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    prof = load_profile(out / "profile.json")
+    assert prof.mode == "efficient" and prof.sweep["relative"] == {
+        str(b): r for b, r in rel.items()
+    }
+    assert prof.cost["reused_configurations"] >= 1  # stage 1's rows, not measured again
+    sel = json.loads((out / "selection.json").read_text())
+    cost = sel["profiling_cost"]
+    assert cost["device_time_s"] == pytest.approx(prof.cost["device_time_s"])
+    train = json.loads((out / "train.json").read_text())
+    assert cost["fraction_of_training_time"] == pytest.approx(
+        prof.cost["device_time_s"] / (train["time_to_accuracy_s"] or train["train_time_s"])
+    )
+    assert "profiling cost:" in (out / "summary.md").read_text()
+    assert sel["power_margin_w"] > 0 and sel["peak_power_w"] + sel["power_margin_w"] <= 3.5
