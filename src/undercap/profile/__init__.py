@@ -35,9 +35,13 @@ from undercap.profile.sweep import SweepOutcome, efficient_sweep, full_plan
 from undercap.report.progress import bar as progress_bar
 
 DEFAULT_BATCH_SIZES = defaults.PROFILE_BATCH_SIZES
+#: how rows are measured; part of every cached profile's key (recipes/common.py), so a
+#: profile measured before adaptive lengths and margins is measured again
+PROFILE_METHOD = "adaptive/1: min windows, 95% CI stop, per-batch warm-up, margins"
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
+    "PROFILE_METHOD",
     "ProfileSettings",
     "replay_efficient",
     "run_profile",

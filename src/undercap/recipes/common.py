@@ -86,7 +86,7 @@ def profile_model(
     sweep for the limit `efficient_for_w` (Sec. 4.1; `relative`, `margin_w`, `prior`:
     profile.run_profile). host_steps=False: simulated devices give t and P from their
     model alone. `task` says which inputs a user's model takes."""
-    from undercap.profile import ProfileSettings, run_profile
+    from undercap.profile import PROFILE_METHOD, ProfileSettings, run_profile
 
     key = {
         "device": device.info().to_dict(),
@@ -97,8 +97,8 @@ def profile_model(
         "host_steps": host_steps,
         "efficient_for_w": efficient_for_w,
         "task": task,
-        "relative": None if relative is None else sorted((int(b), r) for b, r in relative.items()),
-        "margin_w": margin_w,
+        "sweep": [None if relative is None else sorted(relative.items()), margin_w],
+        "method": PROFILE_METHOD,  # profiles measured another way are not reused
         "prior": None if prior is None else [r.to_dict() for r in prior.rows],
         "user_code": code_digest(model),
         "undercap_version": __version__,
