@@ -104,7 +104,7 @@ def _margin_note(profile: Profile, margin_w: Optional[float]) -> str:
     if margin_w is not None:
         return "given with --power-margin-w"
     if any(r.peak_margin_w is not None for r in profile.rows):
-        return "measured while profiling (sensor noise and the peak's spread)"
+        return "measured while profiling: sensor noise and the peak's spread"
     return "none: the profile predates measured margins (re-profile, or --power-margin-w)"
 
 

@@ -52,8 +52,9 @@ def selection_margin(res: dict[str, Any]) -> list[str]:
         return []
     source = res.get("power_margin_source")
     return [
-        f"    safety margin {m:.2f} W: feasible means peak + margin within the limit"
-        + (f" (margin {source})" if source else "")
+        f"    safety margin {m:.2f} W"
+        + (f" ({source})" if source else "")
+        + ": feasible means peak + margin within the limit"
     ]
 
 
