@@ -197,10 +197,10 @@ def run_one(sc: Scenario, device: str, args: argparse.Namespace):  # type: ignor
     return comparison
 
 
-def _pm(mean: float | None, std: float | None, fmt: str = "{:.3g}") -> str:
+def _pm(mean: float | None, std: float | None, fmt: str = "{:.3g}", sfmt: str = "{:.3g}") -> str:
     if mean is None:
         return "-"
-    return fmt.format(mean) + ("" if std is None else " +- " + fmt.format(std))
+    return fmt.format(mean) + ("" if std is None else " +- " + sfmt.format(std))
 
 
 def paired_gaps(c, lim) -> list[float]:  # type: ignore[no-untyped-def]
@@ -235,7 +235,7 @@ def overview(results: list) -> tuple[str, str]:  # type: ignore[type-arg]
             rows.append([
                 name, f"{c.device} (simulated)" if c.simulated else c.device, limit_label(lim),
                 _pm(ours.time_mean_s, ours.time_std_s), _pm(orc.time_mean_s, orc.time_std_s),
-                fmt_gap(ours.gap_to_oracle_pct), _pm(g.mean, g.std, "{:+.1f}%"),
+                fmt_gap(ours.gap_to_oracle_pct), _pm(g.mean, g.std, "{:+.1f}%", "{:.1f}%"),
                 fmt_speedup(ours.speedup_vs_baseline1), fmt_speedup(ours.speedup_vs_baseline2),
                 f"{ours.batch_size} @ {ours.freq_mhz:g}", f"{orc.batch_size} @ {orc.freq_mhz:g}",
                 f"{ours.n_reached}/{ours.n_runs}",

@@ -39,7 +39,10 @@ from pathlib import Path
 
 import matrix_data as M
 
-RULES = ("paper", "spread", "gns-target", "gns-transfer")
+RULES = ("paper", "spread", "gns-target", "gns-transfer", "gns-proxy")
+#: gns-proxy is a control, not a usable rule: Algorithm 1 on r_gns of the PROXY's own
+#: noise scale. If it did as well as gns-target, the target's measurement would not be
+#: what helps, only the model's shape of r(b).
 DEVICES = ("sim:jetson-nano", "sim:jetson-tx2nx")
 
 
@@ -57,7 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    default=[1 / 3, 2 / 3])  # fmt: skip
     p.add_argument("--probe-b-small", type=int, default=16)
     p.add_argument("--probe-k", type=int, default=8, help="B_big = k x B_small")
-    p.add_argument("--probe-steps", type=int, default=4)
+    p.add_argument("--probe-steps", type=int, default=8, help="as GNS_MAX_STEPS")
     p.add_argument("--spread-k", type=float, default=None, help="default: defaults.SPREAD_K")
     return p.parse_args(argv)
 
@@ -157,6 +160,8 @@ def choose(rule: str, profile, limit, proxy: dict, target: dict, k):  # type: ig
     t, p = target["gns"], proxy["gns"]
     if rule == "gns-target":
         rel, _ = R.gns_target_relative(rel, spread, t.b_simple, t.b_low, t.b_high)
+    elif rule == "gns-proxy":
+        rel = R.gns_target_relative(rel, None, p.b_simple, p.b_simple, p.b_simple)[0]
     elif rule == "gns-transfer":
         rel, _ = R.gns_transfer_relative(rel, (t.b_simple, t.b_low, t.b_high),
                                          (p.b_simple, p.b_low, p.b_high))  # fmt: skip
@@ -314,7 +319,8 @@ def figures(cells, names, mod: M.Modality, out: Path, rules=RULES) -> list[Path]
         path = out / f"{mod.name}-{rule}.png"
         title = (f"{mod.name}: {mod.model}, rule '{rule}': % time-to-accuracy over the fastest "
                  "configuration (simulated devices)")  # fmt: skip
-        paths.append(plot_matrix(panels, names, path, title=title))
+        per_device = len(panels) // max(1, len({c.device for c in cells}))
+        paths.append(plot_matrix(panels, names, path, title=title, cols=per_device))
     return paths
 
 
@@ -324,7 +330,8 @@ def run_modality(mod: M.Modality, args, cache) -> dict | None:  # type: ignore[n
     names = [n for n, d in M.DATASETS.items() if d.modality == mod.name
              and (wanted is None or n in wanted)
              and all((args.data_dir / f).is_file() for f in d.needs)]  # fmt: skip
-    missing = [n for n, d in M.DATASETS.items() if d.modality == mod.name and n not in names]
+    missing = [n for n, d in M.DATASETS.items() if d.modality == mod.name and n not in names
+               and (wanted is None or n in wanted)]  # fmt: skip
     if missing:
         print(f"{mod.name}: skipped datasets without data: {missing}")
     if len(names) < 2:

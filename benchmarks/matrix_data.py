@@ -106,9 +106,9 @@ DATASETS = {
     for d in (
         _text("shakespeare", "text/tinyshakespeare.txt", 0.36),
         _text("austen", AUSTEN, 0.37),
-        _text("chesterton", CHESTERTON, 0.33),
-        _text("milton", "text/milton-paradise.txt", 0.35),
-        _text("whitman", "text/whitman-leaves.txt", 0.36),
+        _text("chesterton", CHESTERTON, 0.355),
+        _text("milton", "text/milton-paradise.txt", 0.37),
+        _text("whitman", "text/whitman-leaves.txt", 0.385),
         _image("cifar-a", "images/cifar10-quarter-a.npz", 0.40),
         _image("cifar-b", "images/cifar10-quarter-b.npz", 0.40),
         _image("mnist", "images/mnist-train.npz", 0.90),

@@ -189,10 +189,11 @@ def plot_matrix(
     *,
     title: str,
     vmax_pct: float = 20.0,
+    cols: int = 4,
 ) -> Path:
     """Heatmaps like the paper's Figs. 5 and 6: one panel per (title, cells), rows
     the proxy, columns the target, colour and number the % increase over the
-    fastest configuration."""
+    fastest configuration; `cols` panels per row (e.g. the limits of one device)."""
     from undercap.errors import require
 
     require("matplotlib", "plot", "plotting")
@@ -200,7 +201,7 @@ def plot_matrix(
 
     from undercap.report.figures import save_figure
 
-    cols = min(len(panels), 4)
+    cols = max(1, min(len(panels), cols))
     rows = (len(panels) + cols - 1) // cols
     n = len(names)
     fig = Figure(figsize=(2.2 + 0.62 * n * cols, 0.9 + 0.62 * n * rows))
