@@ -176,6 +176,7 @@ def cross_check(
         raise UndercapError(f"--rule {rule!r}: choose one of {', '.join(RULES)}")
     if rule != "paper" and cfg.objective != "time":
         raise UndercapError(f"--rule {rule} ranks time to accuracy; use it with --objective time")
+    profile = profile.with_margin(getattr(cfg, "power_margin_w", None))  # as selection does
     n_train = load_splits(cfg.target, "cpu").n_train
     row, steps, predicted, skipped = plan(profile, eff, limit, n_train, budget)
     if not cfg.gns_check:

@@ -222,6 +222,7 @@ def plot_matrix(
         if i % cols == 0:
             ax.set_ylabel("proxy", fontsize=8)
         ax.set_xlabel("target", fontsize=8)
+    fig.subplots_adjust(hspace=0.55)  # room for the x labels above the next row's titles
     fig.colorbar(im, ax=fig.axes, shrink=0.8, label="% time-to-accuracy over the fastest")
     fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)
