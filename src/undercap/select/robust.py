@@ -34,6 +34,7 @@ Both return a corrected r for Algorithm 1 (core.select_ours) plus why.
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -42,7 +43,8 @@ from undercap.artifacts import Profile
 from undercap.select.core import Choice, per_batch
 
 SPREAD = "spread"
-Spread = Mapping[Any, Mapping[str, Any]]  # b (int or str) -> {"std", "min", "max", "n"}
+# b (int or str) -> {"std", "min", "max", "n"}; typing's Mapping: a runtime alias on 3.8
+Spread = typing.Mapping[Any, typing.Mapping[str, Any]]
 
 
 def _spread_of(spread: Optional[Spread], b: int) -> Optional[Mapping[str, Any]]:
