@@ -29,9 +29,20 @@ sys.path.insert(0, str(REPO / "src"))
 
 # model, input shape, batch size, (N1, N2) steps
 CASES = [
-    ("small-cnn", (1, 8, 8), 32, (200, 2200)),
+    ("small-cnn", (1, 8, 8), 32, (200, 3200)),
     ("resnet18", (3, 32, 32), 32, (3, 23)),
 ]
+
+
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(t0: tuple[float, float]) -> tuple[float, float]:
+    """Wall and CPU seconds since `t0`: on a shared machine the process's CPU time
+    leaves out the time other processes held the core."""
+    wall, cpu = _clock()
+    return wall - t0[0], cpu - t0[1]
 
 
 def bare(model_name: str, data, batch_size: int, steps: int, seed: int = 0) -> float:
@@ -42,7 +53,7 @@ def bare(model_name: str, data, batch_size: int, steps: int, seed: int = 0) -> f
     from undercap.models import build_model
     from undercap.models.registry import model_spec
 
-    t0 = time.perf_counter()
+    t0 = _clock()
     torch.manual_seed(seed)
     model = build_model(model_name, num_classes=data.num_classes, input_shape=data.input_shape)
     opt = torch.optim.Adam(model.parameters(), lr=model_spec(model_name).base_lr)
@@ -62,7 +73,7 @@ def bare(model_name: str, data, batch_size: int, steps: int, seed: int = 0) -> f
     with torch.no_grad():  # the one evaluation train_on_device also makes
         model.eval()
         model(data.x_test[:64])
-    return time.perf_counter() - t0
+    return _since(t0)
 
 
 def instrumented(model_name: str, data, batch_size: int, steps: int, seed: int = 0) -> float:
@@ -70,7 +81,7 @@ def instrumented(model_name: str, data, batch_size: int, steps: int, seed: int =
     from undercap.devices.simulated import SimulatedDevice
     from undercap.train import train_on_device
 
-    t0 = time.perf_counter()
+    t0 = _clock()
     result = train_on_device(
         SimulatedDevice.from_name("jetson-nano", seed=seed),
         model_name,
@@ -87,7 +98,7 @@ def instrumented(model_name: str, data, batch_size: int, steps: int, seed: int =
         torch_device="cpu",
     )
     assert result.steps == steps
-    return time.perf_counter() - t0
+    return _since(t0)
 
 
 def session_only(model_name: str, data, batch_size: int, steps: int) -> float:
@@ -102,10 +113,10 @@ def session_only(model_name: str, data, batch_size: int, steps: int) -> float:
     wl = workload_of(model, model_name, data.input_shape)
     device = SimulatedDevice.from_name("jetson-nano")
     with Session(device, power_limit_w=100.0, freq_mhz=921.6, workload=wl) as session:
-        t0 = time.perf_counter()
+        t0 = _clock()
         for _ in range(steps):
             session.step(batch_size)
-        return time.perf_counter() - t0
+        return _since(t0)[0]
 
 
 def main() -> int:
@@ -123,22 +134,14 @@ def main() -> int:
         data = load_dataset("digits", input_shape=shape)
         bare(model, data, b, n1)  # warm caches (allocator, first kernels)
         instrumented(model, data, b, n1)
-        runs: dict = {(fn, n): [] for fn in ("bare", "undercap") for n in (n1, n2)}
+        per: dict = {(fn, k): [] for fn in ("bare", "undercap") for k in (0, 1)}
         for rep in range(args.reps):  # interleaved, alternating which side goes first
-            for n in (n1, n2):
-                sides = [("bare", bare), ("undercap", instrumented)]
-                for name, fn in sides if rep % 2 == 0 else sides[::-1]:
-                    runs[(name, n)].append(fn(model, data, b, n))
-        # The fastest of the repetitions is the least disturbed by other processes
-        # (a shared 2-core machine); the difference of two run lengths is per step.
-        per = {
-            fn: (min(runs[(fn, n2)]) - min(runs[(fn, n1)])) / (n2 - n1)
-            for fn in ("bare", "undercap")
-        }
-        med = {
-            fn: (statistics.median(runs[(fn, n2)]) - statistics.median(runs[(fn, n1)])) / (n2 - n1)
-            for fn in ("bare", "undercap")
-        }
+            sides = [("bare", bare), ("undercap", instrumented)]
+            for name, fn in sides if rep % 2 == 0 else sides[::-1]:
+                short, long = fn(model, data, b, n1), fn(model, data, b, n2)
+                for k in (0, 1):  # wall, CPU: per step from this repetition's pair
+                    per[(name, k)].append((long[k] - short[k]) / (n2 - n1))
+        med = {key: statistics.median(v) for key, v in per.items()}
         alone = min(session_only(model, data, b, n2 - n1) for _ in range(3)) / (n2 - n1)
         row = {
             "model": model,
@@ -146,13 +149,15 @@ def main() -> int:
             "batch_size": b,
             "steps": [n1, n2],
             "reps": args.reps,
-            "bare_ms_per_step": 1e3 * per["bare"],
-            "undercap_ms_per_step": 1e3 * per["undercap"],
-            "ratio": per["undercap"] / per["bare"],
-            "ratio_of_medians": med["undercap"] / med["bare"],
+            "bare_ms_per_step": 1e3 * med[("bare", 0)],
+            "undercap_ms_per_step": 1e3 * med[("undercap", 0)],
+            "ratio": med[("undercap", 0)] / med[("bare", 0)],
+            "cpu_ratio": med[("undercap", 1)] / med[("bare", 1)],
+            "ratio_per_rep": [
+                u / k for u, k in zip(per[("undercap", 0)], per[("bare", 0)], strict=True)
+            ],
             "session_only_ms_per_step": 1e3 * alone,
-            "session_only_ratio": 1.0 + alone / per["bare"],
-            "wall_s": {f"{fn}@{n}": v for (fn, n), v in runs.items()},
+            "session_only_ratio": 1.0 + alone / med[("bare", 0)],
         }
         rows.append(row)
         print(f"{model}: bare {row['bare_ms_per_step']:.3f} ms/step, undercap "
@@ -164,10 +169,11 @@ def main() -> int:
         "",
         "`train_on_device` on the SIMULATED Jetson Nano vs a bare PyTorch loop with the same "
         "model, data (scikit-learn digits), batch size, optimizer and data order; per-step "
-        "wall time from the difference of two run lengths (the fastest of "
-        f"{args.reps} interleaved repetitions each; the ratio of medians beside it).",
+        "time from the difference of two run lengths in one repetition, median of "
+        f"{args.reps} interleaved repetitions; wall-clock time, and the process's CPU time "
+        "(which leaves out the time other processes held the core).",
         "",
-        "| model | input | batch | bare (ms/step) | undercap (ms/step) | ratio | ratio of medians "
+        "| model | input | batch | bare (ms/step) | undercap (ms/step) | ratio (wall) | ratio (CPU) "
         "| session alone (ms/step) | 1 + session / bare |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -175,7 +181,7 @@ def main() -> int:
         lines.append(
             f"| {r['model']} | {'x'.join(map(str, r['input_shape']))} | {r['batch_size']} "
             f"| {r['bare_ms_per_step']:.3f} | {r['undercap_ms_per_step']:.3f} | {r['ratio']:.3f} "
-            f"| {r['ratio_of_medians']:.3f} | {r['session_only_ms_per_step']:.4f} "
+            f"| {r['cpu_ratio']:.3f} | {r['session_only_ms_per_step']:.4f} "
             f"| {r['session_only_ratio']:.4f} |"
         )
     lines += [

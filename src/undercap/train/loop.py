@@ -175,6 +175,9 @@ class Trainer:
         batch: an epoch's tail is topped up from the next permutation, so every
         step trains on exactly `batch_size` samples."""
         b = self.cfg.batch_size
+        if self._pos + b <= self.data.n_train:  # the common case: one slice, no copy
+            self._pos += b
+            return self._perm[self._pos - b : self._pos]
         parts, need = [], b
         while need > 0:
             if self._pos >= self.data.n_train:
