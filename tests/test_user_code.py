@@ -94,12 +94,16 @@ def user(tmp_path: Path) -> Path:
 
 def test_factories_are_called_with_what_they_accept(user: Path) -> None:
     for name, classes in (("bare", 2), ("sized", 5), ("anything", 5)):
-        model = build_model(f"{user}/usermodels.py:{name}", num_classes=classes, input_shape=(2, 6, 6))
+        model = build_model(
+            f"{user}/usermodels.py:{name}", num_classes=classes, input_shape=(2, 6, 6)
+        )
         assert model(torch.randn(3, 2, 6, 6)).shape == (3, 2 if name == "bare" else classes)
     spec = model_spec(f"{user}/usermodels.py:sized")
     assert not spec.builtin and spec.task is None and spec.optimizer == "adam"
     # the workload is counted from the real module, as for the built-ins
-    wl = workload_of(build_model(spec.name, num_classes=2, input_shape=(2, 6, 6)), spec.name, (2, 6, 6))
+    wl = workload_of(
+        build_model(spec.name, num_classes=2, input_shape=(2, 6, 6)), spec.name, (2, 6, 6)
+    )
     assert wl.flops_per_sample > 0 and wl.param_count == 72 * 2 + 2
 
 
