@@ -2,7 +2,7 @@
 # The whole method end to end on bundled data (no downloads), called by `make demo`
 # with the output folder as $1. A SIMULATED Jetson Nano stands in for the hardware:
 # training is real (small CNN on scikit-learn's digits, on the CPU), the device's
-# clock, power and energy come from its model (src/undercap/devices/specs/).
+# clock, power and energy come from its model (src/undercap/devices/simulated/specs/).
 #
 #   1. undercap run      one command: estimate r(b) on the proxy, profile the device,
 #                        select (b, f) under 3.5 W, train on the target

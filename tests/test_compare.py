@@ -21,7 +21,7 @@ def _profile(model: str, power: dict[int, tuple[float, ...]]) -> Profile:
     rows = [
         ProfileRow(b, f, 1.0 / (b * f) + 1e-5, p, p)
         for b, ps in power.items()
-        for f, p in zip(FREQS, ps, strict=True)
+        for f, p in zip(FREQS, ps)
     ]
     return Profile(device={"name": "sim:x"}, model=model, input_shape=(1, 8, 8), rows=tuple(rows))
 

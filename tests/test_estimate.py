@@ -50,7 +50,7 @@ def test_estimate_artifact_round_trips(tmp_path: Path) -> None:
         assert len(runs) == 2 and all(n is not None and n % 64 == 0 for n in runs), runs
     # N(b) is the first evaluation at or above the target on each stored curve
     for b in (8, 32):
-        for s, n in zip(("0", "1"), back.samples_to_target[b], strict=True):
+        for s, n in zip(("0", "1"), back.samples_to_target[b]):
             curve = [(int(x), float(a)) for x, a in back.extra["curves"][str(b)][s]]
             assert first_crossing(curve, 0.8) == n
             assert all(a < 0.8 for x, a in curve if x < n)
@@ -271,3 +271,17 @@ def test_config_validation() -> None:
         _cfg(max_samples=16).validate()
     with pytest.raises(UndercapError, match="distinct"):
         _cfg(batch_sizes=(8, 8)).validate()
+
+
+def test_aggregate_counts_skipped_seeds_as_not_reached() -> None:
+    cfg = _cfg(batch_sizes=(8, 16), seeds=(0, 1, 2), max_samples=1000)
+    up = [(200, 0.5), (400, 0.85)]
+    records = {(8, s): _record(8, s, up) for s in (0, 1, 2)}
+    records[(16, 0)] = _record(16, 0, [(500, 0.3), (1000, 0.4)])  # hopeless: far below
+    eff = aggregate(cfg, records, {"mode": "absolute", "accuracy": 0.8}, skipped=[(16, 1), (16, 2)])
+    assert eff.samples_to_target[16] == (None, None, None) and eff.excluded_batch_sizes == (16,)
+    assert eff.extra["best_accuracy"]["16"] == [0.4] and eff.extra["skipped"] == [[16, 1], [16, 2]]
+    assert any("b=16: seed(s) [1, 2] skipped" in n for n in eff.extra["notes"])
+    assert eff.extra["cost"]["runs"] == 4  # only what ran is charged
+    with pytest.raises(UndercapError, match=r"best accuracy reached: b=8 0.850, b=16 0.400"):
+        aggregate(cfg, records, {"mode": "absolute", "accuracy": 0.95}, skipped=[(16, 1)])

@@ -273,3 +273,22 @@ def test_cuda_without_gpu_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
         == 2
     )
     assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_unreachable_target_stops_early_and_says_how_close(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A target no run can reach within the budget: one seed per batch size shows it
+    (it ends far below), the other seeds are skipped, and the one error line gives the
+    best accuracy each batch size reached and where the finished runs are."""
+    work = tmp_path / "work"
+    args = _estimate_args(tmp_path / "e.json", "--work-dir", str(work), target="0.999")
+    args[args.index("--seeds") + 1] = "3"
+    args[args.index("--max-samples") + 1] = "256"
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: no batch size reached the target accuracy 0.9990"), err
+    assert "best accuracy reached: b=8 0." in err and ", b=32 0." in err, err
+    assert f"finished runs are kept in {work}" in err, err
+    # seed 0 of each batch size ran out its budget far below 0.999; seeds 1, 2 skipped
+    assert sorted(run_files(work)) == ["b32-seed0.json", "b8-seed0.json"]

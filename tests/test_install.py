@@ -20,7 +20,7 @@ ABC_GENERICS = {"Callable", "Iterable", "Iterator", "Mapping", "Sequence", "Gene
 
 def _toml() -> dict:
     try:
-        import tomllib
+        import tomllib  # novermin
     except ImportError:  # pragma: no cover - Python < 3.11
         import tomli as tomllib
     return tomllib.loads((REPO / "pyproject.toml").read_text())

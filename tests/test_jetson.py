@@ -313,10 +313,8 @@ def test_kernel_permission_error_becomes_one_line(nano: FakeTree) -> None:
     dev = device(
         nano, FakeKernel(nano, unprivileged=True)
     )  # os.access says yes (root), write says no
-    with (
-        pytest.raises(DevicePermissionError, match=r"cannot write .*railgate_enable.*root"),
-        locked(dev, 460.8),
-    ):
+    denied = r"cannot write .*railgate_enable.*root"
+    with pytest.raises(DevicePermissionError, match=denied), locked(dev, 460.8):
         pass
 
 
@@ -327,10 +325,8 @@ def test_leftover_state_file_must_be_restored_first(nano: FakeTree) -> None:
         saved = json.loads(dev.state_file.read_text())
     saved["pid"] = 2**22 + 12345  # a process that no longer exists
     dev.state_file.write_text(json.dumps(saved))
-    with (
-        pytest.raises(DeviceError, match="undercap restore --device jetson --sysfs-root"),
-        controlled(dev),
-    ):
+    stale = "undercap restore --device jetson --sysfs-root"
+    with pytest.raises(DeviceError, match=stale), controlled(dev):
         pass
     saved["boot_id"] = "another-boot"  # from before a reboot: stale, removed silently
     dev.state_file.write_text(json.dumps(saved))

@@ -160,9 +160,7 @@ def r_vectors(batch_sizes: tuple[int, ...]) -> list[dict[int, float]]:
         if len(common) >= 2:
             out.append(common)
         values = [rel[b] for b in sorted(rel)]
-        shifted = dict(
-            zip(sorted(batch_sizes)[-len(values) :], values[-len(batch_sizes) :], strict=False)
-        )
+        shifted = dict(zip(sorted(batch_sizes)[-len(values) :], values[-len(batch_sizes) :]))
         out.append(shifted)
     b_max = max(batch_sizes)
     for alpha in (0.0, 0.25, 0.5, 0.75, 1.0):

@@ -83,7 +83,7 @@ def test_run_bad_input_exits_2(tmp_path, capsys, extra, needle):
     base = {"--model": "small-cnn", "--target": "digits", "--power-limit": "3.5",
             "--proxy": "digits", "--device": "sim:jetson-nano"}  # fmt: skip
     opts = dict(base)
-    opts.update(dict(zip(extra[::2], extra[1::2], strict=True)))
+    opts.update(dict(zip(extra[::2], extra[1::2])))
     argv = ["run", "--batch-sizes", "16", "--max-samples", "256", "--eval-every", "128",
             "--target-accuracy", "0.5", "--estimate-seeds", "1", "--no-progress",
             "--torch-device", "cpu", "-o", str(tmp_path / "o")]  # fmt: skip

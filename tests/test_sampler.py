@@ -183,8 +183,6 @@ def test_sampler_uses_the_energy_counter_where_present() -> None:
 
 
 def test_sensor_failure_is_reported() -> None:
-    with (
-        pytest.raises(DeviceError, match="sensor vanished"),
-        PowerSampler(FakeBoard(fail_after=3), rate_hz=500.0),
-    ):
+    board = FakeBoard(fail_after=3)
+    with pytest.raises(DeviceError, match="sensor vanished"), PowerSampler(board, rate_hz=500.0):
         time.sleep(0.05)

@@ -5,6 +5,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# Exit codes a script can rely on (README, "Exit codes"). 1 stays Python's own: a bug.
+EXIT_OK = 0  # done; for `train` and `run`: the target accuracy was reached
+EXIT_USER_ERROR = 2  # a mistake the `error:` line says how to fix (argparse uses 2 too)
+EXIT_TARGET_NOT_REACHED = 3  # ran to the end without trouble, but missed the target
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
+EXIT_TERMINATED = 143  # SIGTERM: 128 + SIGTERM
+EXIT_BROKEN_PIPE = 141  # the reader went away (`undercap devices | head`): 128 + SIGPIPE
+
 
 class UndercapError(Exception):
     """Base class: the message says what went wrong and what to do."""

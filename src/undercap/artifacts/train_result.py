@@ -62,6 +62,22 @@ class TrainResult:
     def time_basis(self) -> str:
         return "virtual" if self.simulated else "wall"
 
+    @property
+    def best_accuracy(self) -> float:
+        """The highest accuracy any evaluation saw (what a missed target came closest to)."""
+        return max([float(c["accuracy"]) for c in self.curve] + [self.final_accuracy])
+
+    def outcome(self) -> str:
+        """One line: reached, or how close it came."""
+        if self.reached:
+            return (
+                f"target {self.target_accuracy:.1%} reached after {self.samples_to_target} samples"
+            )
+        return (
+            f"target {self.target_accuracy:.1%} not reached: best accuracy "
+            f"{self.best_accuracy:.2%} in {self.samples_trained} samples"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for key in ("guard_events", "curve", "warnings", "segments"):

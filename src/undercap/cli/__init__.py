@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Optional
 
 from undercap import __version__
-from undercap.errors import UndercapError
+from undercap.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    UndercapError,
+)
 
 # Order here is the order in `undercap --help`.
 COMMAND_MODULES = (
@@ -49,24 +55,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return EXIT_USER_ERROR
     try:
         rc = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
     except UndercapError as e:
         if args.debug:
             raise
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         if args.debug:
             raise
         print("error: interrupted (device settings were restored)", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _reader_gone()
     except SystemExit as e:  # SIGTERM turned into SystemExit by devices.base
         if isinstance(e.code, int) and e.code >= 128:
             print("error: terminated (device settings were restored)", file=sys.stderr)
         raise
     return int(rc or 0)
+
+
+def _reader_gone() -> int:
+    """`undercap devices | head`: the reader closed the pipe. Point stdout at /dev/null
+    so the interpreter's final flush cannot raise again (the Python docs' recipe for
+    SIGPIPE, library/signal.html), and exit quietly like a process killed by SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -184,3 +184,15 @@ def open_device_from_args(args: argparse.Namespace, *, seed: int = 0) -> Any:
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def training_exit_code(result: Any) -> int:
+    """0 when the training reached its target; else say how close it came on stderr and
+    return EXIT_TARGET_NOT_REACHED, so scripts can tell a miss from success and from a
+    user error (2)."""
+    from undercap.errors import EXIT_OK, EXIT_TARGET_NOT_REACHED
+
+    if result.reached:
+        return EXIT_OK
+    print(f"undercap: {result.outcome()} (exit {EXIT_TARGET_NOT_REACHED})", file=sys.stderr)
+    return EXIT_TARGET_NOT_REACHED

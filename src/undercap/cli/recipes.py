@@ -21,6 +21,7 @@ from undercap.cli.common import (
     positive_float,
     positive_int,
     shape,
+    training_exit_code,
 )
 from undercap.cli.estimate import seeds_arg
 from undercap.cli.rules import add_rule_args
@@ -362,7 +363,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = run(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(out.summary)
     print(f"wrote {args.output}/")
-    return 0
+    return training_exit_code(out.result)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ a selection from `run` also brings the data, weights and budgets that run used.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--context",
         type=positive_int,
-        default=64,
-        help="characters per sequence for text datasets (default 64)",
+        default=None,
+        help="characters per sequence for text datasets (default: the selection's, else 64)",
     )
     g.add_argument(
         "--limit",
@@ -253,8 +254,19 @@ def _follow(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+# The data flags `train --from-selection` honours over the selection's own data (a
+# selection made on a server and copied to a board points at the server's files).
+DATA_FLAGS = (
+    ("data_dir", "--data-dir"),
+    ("input_shape", "--input-shape"),
+    ("context", "--context"),
+    ("limit", "--limit"),
+)
+
+
 def _data_spec(args: argparse.Namespace, choice: dict[str, Any]) -> Any:
-    """The --dataset flags, else the data the selection's run trained on."""
+    """The --dataset flags, else the data the selection's run trained on with any data
+    flag given on the command line in place of the selection's; says which it uses."""
     from undercap.data.spec import DataSpec
     from undercap.errors import UndercapError
     from undercap.models import model_spec
@@ -262,9 +274,7 @@ def _data_spec(args: argparse.Namespace, choice: dict[str, Any]) -> Any:
     if args.dataset is None:
         if not choice["data"]:
             raise UndercapError("--dataset is required (or a selection written by `run`)")
-        d = dict(choice["data"])
-        d["input_shape"] = tuple(d["input_shape"]) if d.get("input_shape") else None
-        return DataSpec(**d)
+        return _selection_data(args, choice["data"])
     shape_ = args.input_shape
     spec = model_spec(choice["model"])
     if shape_ is None and not spec.is_sequence:
@@ -273,17 +283,34 @@ def _data_spec(args: argparse.Namespace, choice: dict[str, Any]) -> Any:
         args.dataset,
         data_dir=args.data_dir,
         input_shape=shape_,
-        context=args.context,
+        context=args.context or DataSpec.context,
         limit=args.limit,
     )
 
 
+def _selection_data(args: argparse.Namespace, data: dict[str, Any]) -> Any:
+    from undercap.data.spec import DataSpec
+    from undercap.errors import UndercapError
+
+    d = dict(data)
+    d["input_shape"] = tuple(d["input_shape"]) if d.get("input_shape") else None
+    given = [flag for key, flag in DATA_FLAGS if getattr(args, key) is not None]
+    d.update({k: getattr(args, k) for k, _ in DATA_FLAGS if getattr(args, k) is not None})
+    spec = DataSpec(**d)
+    if spec.data_dir is not None and not Path(spec.data_dir).is_dir():
+        raise UndercapError(
+            f"the selection's data folder {spec.data_dir} does not exist here: "
+            "pass --data-dir DIR (where the target data is on this machine)"
+        )
+    where = f" under {Path(spec.data_dir).resolve()}" if spec.data_dir else ""
+    how = f"{', '.join(given)} from the command line" if given else "all from the selection"
+    print(f"data: {spec.label}{where} ({how})", file=sys.stderr)
+    return spec
+
+
 def run(args: argparse.Namespace) -> int:
     from undercap.artifacts.train_result import save_train_result
-    from undercap.cli.common import (
-        open_device_from_args,
-        print_json,
-    )
+    from undercap.cli.common import open_device_from_args, print_json, training_exit_code
     from undercap.data.spec import load_splits
     from undercap.report.text import train_summary
     from undercap.train import train_on_device
@@ -327,4 +354,4 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(train_summary(result)))
         if args.output is not None:
             print(f"wrote {args.output}")
-    return 0
+    return training_exit_code(result)

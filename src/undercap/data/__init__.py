@@ -31,6 +31,7 @@ windows and limit // 9 test windows), for fast runs.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Optional, Union
 
@@ -95,6 +96,22 @@ def _resolve(arg: Optional[str], data_dir: Optional[Union[str, Path]]) -> Path:
     return p if p.is_absolute() else base / p
 
 
+@functools.lru_cache(maxsize=None)
+def check_numpy_bridge() -> None:
+    """Every dataset reaches torch through numpy. torch wheels built against numpy 1.x
+    (before torch 2.3, so NVIDIA's JetPack 5/6 wheels 2.0/2.1) cannot exchange arrays
+    with numpy 2: `torch.from_numpy` raises "Numpy is not available" deep inside
+    loading. pip cannot know this (torch declares no numpy requirement), so check once,
+    up front, and name the fix."""
+    try:
+        torch.from_numpy(np.zeros(1))
+    except (RuntimeError, TypeError) as e:
+        raise UndercapError(
+            f"torch {torch.__version__} cannot use the installed numpy {np.__version__} "
+            f"({e}); torch builds before 2.3 need numpy 1.x: pip install 'numpy<2'"
+        ) from e
+
+
 def load_dataset(
     spec: str,
     *,
@@ -106,6 +123,7 @@ def load_dataset(
     split: Optional[str] = None,
 ) -> Splits:
     """Load a dataset by spec (module docstring) as train/test tensors."""
+    check_numpy_bridge()
     kind, arg = parse_spec(spec)
     if kind == "py":
         from undercap.data.user import load_user_data

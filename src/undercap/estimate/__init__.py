@@ -29,9 +29,10 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.efficiency import Efficiency
 from undercap.artifacts.io import PathLike
@@ -75,6 +76,7 @@ class _Runner:
     bar: Any
     reused: int = 0
     ran: int = 0
+    skipped: list[tuple[int, int]] = field(default_factory=list)  # (b, seed) left out
     _pool: Any = None  # one worker pool for every phase (spawning costs seconds)
 
     def ensure(
@@ -91,11 +93,16 @@ class _Runner:
             else:
                 todo.append(self._job(b, s, target, patience))
         self.bar.update(len(out))
-        for rec in self._execute(todo):
+        hopeless = {b for (b, _), rec in out.items() if _hopeless(rec, target, self.cfg)}
+        for rec in self._execute(todo, lambda job: job.batch_size in hopeless):
             out[(rec["batch_size"], rec["seed"])] = rec
             self.ran += 1
+            if _hopeless(rec, target, self.cfg):
+                hopeless.add(rec["batch_size"])
             self.bar.set_postfix_str(_run_summary(rec, target), refresh=False)
             self.bar.update(1)
+        self.skipped = sorted(set(self.skipped) | {(j.batch_size, j.seed) for j in todo} - set(out))
+        self.bar.update(len(todo) - sum(1 for j in todo if (j.batch_size, j.seed) in out))
         return out
 
     def _finished(self, b: int, seed: int) -> Optional[Record]:
@@ -139,19 +146,27 @@ class _Runner:
             return self.cfg.init_seed
         return int(hashlib.sha256(f"{sha}:{seed}".encode()).hexdigest()[:8], 16)
 
-    def _execute(self, todo: list[Job]) -> Iterable[Record]:
+    def _execute(self, todo: list[Job], skip: Callable[[Job], bool]) -> Iterable[Record]:
+        """Run the jobs, leaving out (or cancelling, in the pool) those `skip` rules out
+        by then: it sees each finished record's effect before the next job starts."""
         if not todo:
             return
         if self.jobs == 1:
             for job in todo:
-                yield run_job(job)
+                if not skip(job):
+                    yield run_job(job)
             return
         from concurrent.futures import as_completed
 
-        futures = [self._executor().submit(run_job, job) for job in todo]
+        futures = {self._executor().submit(run_job, job): job for job in todo}
         try:
             for fut in as_completed(futures):
+                if fut.cancelled():
+                    continue
                 yield fut.result()
+                for other, job in futures.items():
+                    if skip(job):
+                        other.cancel()  # no-op for a job already running or done
         finally:
             for fut in futures:
                 fut.cancel()
@@ -172,8 +187,10 @@ class _Runner:
         return self._pool
 
     def close(self) -> None:
+        # Pending futures were cancelled by _execute; shutdown(cancel_futures=) is
+        # Python 3.9+, and JetPack 5 runs 3.8.
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=True)
             self._pool = None
 
 
@@ -216,7 +233,8 @@ def estimate(
         bar.close()
     if runner.reused:
         log(f"reused {runner.reused} finished run(s) from the cache {cache_dir}; ran {runner.ran}")
-    eff = aggregate(cfg, records, target_info)
+    work_dir = None if cache_dir is None else str(cache_dir)
+    eff = aggregate(cfg, records, target_info, skipped=runner.skipped, work_dir=work_dir)
     cost = dict(eff.extra["cost"], elapsed_s=time.perf_counter() - t0, reused_runs=runner.reused)
     extra = dict(eff.extra, cost=cost)
     extra["config"] = dict(
@@ -237,6 +255,17 @@ def estimate(
     return Efficiency(
         eff.model, eff.dataset, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
     )
+
+
+def _hopeless(rec: Record, target: Optional[float], cfg: EstimateConfig) -> bool:
+    """A run that spent the whole budget and ended far below the target: its batch
+    size's other seeds would spend the budget in vain too (defaults.ESTIMATE_HOPELESS_GAP)."""
+    if target is None or rec["samples_trained"] < cfg.max_samples:
+        return False
+    curve = curve_within(rec, cfg.max_samples)
+    if first_crossing(curve, target) is not None:
+        return False
+    return max([a for _, a in curve] + [0.0]) < target - defaults.ESTIMATE_HOPELESS_GAP
 
 
 def _run_summary(rec: Record, target: Optional[float]) -> str:

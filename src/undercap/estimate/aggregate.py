@@ -11,7 +11,7 @@ target has no r(b): it is listed under "excluded" and is out of selection.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from undercap.artifacts.efficiency import Efficiency
 from undercap.errors import UndercapError
@@ -26,21 +26,26 @@ def _std(xs: list[float]) -> float:
 
 
 def aggregate(
-    cfg: EstimateConfig, records: dict[tuple[int, int], Record], target_info: dict[str, Any]
+    cfg: EstimateConfig,
+    records: dict[tuple[int, int], Record],
+    target_info: dict[str, Any],
+    *,
+    skipped: Sequence[tuple[int, int]] = (),
+    work_dir: Optional[str] = None,
 ) -> Efficiency:
-    """N(b) per seed from each run's curve, r(b) over the batch sizes that reached."""
+    """N(b) per seed from each run's curve, r(b) over the batch sizes that reached.
+    `skipped` (b, seed) runs were left out once another seed of b showed it could not
+    reach the target (estimate._hopeless): they count as not reached."""
     target = float(target_info["accuracy"])
     bs, seeds = sorted(cfg.batch_sizes), list(cfg.seeds)
-    curves = {b: {s: curve_within(records[(b, s)], cfg.max_samples) for s in seeds} for b in bs}
-    runs = {b: tuple(first_crossing(curves[b][s], target) for s in seeds) for b in bs}
+    ran = {b: [s for s in seeds if (b, s) in records] for b in bs}
+    curves = {b: {s: curve_within(records[(b, s)], cfg.max_samples) for s in ran[b]} for b in bs}
+    runs = {b: tuple(first_crossing(curves[b].get(s, []), target) for s in seeds) for b in bs}
     reached = {b: [float(n) for n in runs[b] if n is not None] for b in bs}
+    best = {b: [max(a for _, a in curves[b][s]) for s in ran[b]] for b in bs}
     usable = [b for b in bs if reached[b]]
     if not usable:
-        raise UndercapError(
-            f"no batch size reached the target accuracy {target:.4f} within "
-            f"{cfg.max_samples} samples; raise --max-samples or lower the target "
-            "(finished runs are kept in the work dir)"
-        )
+        raise UndercapError(_none_reached(cfg, target, best, work_dir))
     b_ref = max(usable)
     n_ref = statistics.fmean(reached[b_ref])
     relative = {b: statistics.fmean(reached[b]) / n_ref for b in usable}
@@ -56,7 +61,7 @@ def aggregate(
         }
     excluded = [b for b in bs if not reached[b]]
     kinds = {records[k].get("accuracy_kind", "sample") for k in records}
-    chosen = [records[(b, s)] for b in bs for s in seeds]
+    chosen = [records[(b, s)] for b in bs for s in ran[b]]
     extra: dict[str, Any] = {
         "target": dict(target_info, accuracy_kind=kinds.pop() if len(kinds) == 1 else "mixed"),
         "reference_batch_size": b_ref,
@@ -65,9 +70,13 @@ def aggregate(
         "samples_to_target_std": {str(b): _std(reached[b]) if reached[b] else None for b in bs},
         "reached": {str(b): [len(reached[b]), len(seeds)] for b in bs},
         "excluded": excluded,
-        "best_accuracy": {str(b): [max(a for _, a in curves[b][s]) for s in seeds] for b in bs},
-        "notes": _notes(cfg, bs, reached, b_ref, excluded, len(seeds)),
-        "curves": {str(b): {str(s): [list(p) for p in curves[b][s]] for s in seeds} for b in bs},
+        "best_accuracy": {str(b): best[b] for b in bs},
+        "skipped": [list(k) for k in sorted(skipped)],
+        "notes": _notes(cfg, bs, reached, b_ref, excluded, len(seeds))
+        + _skip_notes(skipped, cfg.max_samples),
+        "curves": {
+            str(b): {str(s): [list(p) for p in c] for s, c in curves[b].items()} for b in bs
+        },
         "cost": {
             "runs": len(chosen),
             "samples_trained": sum(int(r["samples_trained"]) for r in chosen),
@@ -78,6 +87,30 @@ def aggregate(
         "init": chosen[0].get("init", {}),
     }
     return Efficiency(cfg.model, cfg.data.dataset, target, runs, relative, extra)
+
+
+def _none_reached(
+    cfg: EstimateConfig, target: float, best: dict[int, list[float]], work_dir: Optional[str]
+) -> str:
+    """Why nothing can be selected, how close each batch size came and what to do."""
+    closest = ", ".join(f"b={b} {max(accs):.3f}" for b, accs in best.items() if accs)
+    kept = f"finished runs are kept in {work_dir}" if work_dir else "no --work-dir: nothing kept"
+    return (
+        f"no batch size reached the target accuracy {target:.4f} within {cfg.max_samples} "
+        f"samples (best accuracy reached: {closest}); raise --max-samples or lower the "
+        f"target ({kept}, and a re-run reuses them)"
+    )
+
+
+def _skip_notes(skipped: Sequence[tuple[int, int]], budget: int) -> list[str]:
+    by_b: dict[int, list[int]] = {}
+    for b, s in sorted(skipped):
+        by_b.setdefault(b, []).append(s)
+    return [
+        f"b={b}: seed(s) {seeds} skipped: another seed spent the whole {budget}-sample "
+        "budget and ended far below the target"
+        for b, seeds in by_b.items()
+    ]
 
 
 def _mean_or_none(xs: list[float]) -> Optional[float]:

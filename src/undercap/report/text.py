@@ -152,9 +152,10 @@ def train_summary(r: TrainResult) -> list[str]:
         f"{r.model} on {r.dataset}, batch {r.batch_size}, "
         f"{r.device.get('name', '?')} at {freq}" + (" [simulated]" if r.simulated else ""),
         f"time to {r.target_accuracy:.1%}: {tta} ({clock})",
-        f"samples: {r.samples_to_target if r.reached else 'target not reached'}"
-        f" to target, {r.samples_trained} trained, {r.steps} steps; "
-        f"final accuracy {r.final_accuracy:.2%}",
+        (f"samples: {r.samples_to_target} to target, " if r.reached else "samples: ")
+        + f"{r.samples_trained} trained, {r.steps} steps; final accuracy "
+        f"{r.final_accuracy:.2%}"
+        + ("" if r.reached else f", best {r.best_accuracy:.2%} (target not reached)"),
         f"energy {r.energy_j:.1f} J; power peak {r.peak_power_w:.2f} W, "
         f"mean {r.mean_power_w:.2f} W{lim}",
         f"evaluation: {r.eval_wall_s:.1f} s host time (not charged to training)",

@@ -1,6 +1,6 @@
 """The physics behind the simulated Jetson devices: spec files, step time and power.
 
-Everything here is a pure function of a device spec (devices/specs/*.toml, one per
+Everything here is a pure function of a device spec (devices/simulated/specs/*.toml, one per
 device, every constant there carries its source or reasoning) and a Workload (real
 FLOP and byte counts of the model). No torch.
 
