@@ -43,6 +43,13 @@ RULES = ("paper", "spread", "gns-target", "gns-transfer", "gns-proxy")
 #: gns-proxy is a control, not a usable rule: Algorithm 1 on r_gns of the PROXY's own
 #: noise scale. If it did as well as gns-target, the target's measurement would not be
 #: what helps, only the model's shape of r(b).
+#: Several proxies (select/ensemble.py): each target with EVERY OTHER dataset of its
+#: modality as the proxies (proxy column "others"). ensemble = Algorithm 1 on the median
+#: r(b) over the proxies (the rule); ensemble-mean and ensemble-minimax (the smallest
+#: worst regret over the proxies) are controls for the choice of the median.
+ENSEMBLE_RULES = ("ensemble", "ensemble-mean", "ensemble-minimax")
+ALL_RULES = RULES + ENSEMBLE_RULES
+OTHERS = "others"
 DEVICES = ("sim:jetson-nano", "sim:jetson-tx2nx")
 
 
@@ -62,6 +69,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--probe-k", type=int, default=8, help="B_big = k x B_small")
     p.add_argument("--probe-steps", type=int, default=8, help="as GNS_MAX_STEPS")
     p.add_argument("--spread-k", type=float, default=None, help="default: defaults.SPREAD_K")
+    p.add_argument("--estimates-from", type=Path, default=None, metavar="DIR",
+                   help="no training: every dataset's N(b) from DIR/efficiency/<modality>-<name>.json "
+                   "and its noise scale from DIR/<modality>-datasets.json (a previous run's --out)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -77,6 +87,19 @@ def estimate_all(mod: M.Modality, names: list[str], args, cache, weights):  # ty
                               progress=False, threads=1, log=lambda _m: None)  # fmt: skip
         print(f"  {name}: N(b) estimated ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
     return effs
+
+
+def stored_estimates(mod: M.Modality, names: list[str], src: Path):  # type: ignore[no-untyped-def]
+    """Each dataset's efficiency artifact and noise scale as a previous run stored them
+    (--estimates-from): the cells are arithmetic on these and the profiles, so they
+    are recomputed exactly without training."""
+    from undercap.artifacts.efficiency import load_efficiency
+    from undercap.estimate.gns import NoiseScale
+
+    effs = {n: load_efficiency(src / "efficiency" / f"{mod.name}-{n}.json") for n in names}
+    stored = json.loads((src / f"{mod.name}-datasets.json").read_text())
+    gns = {n: NoiseScale.from_dict(stored["noise_scale"][n]) for n in names}
+    return effs, gns, stored.get("estimate_s")
 
 
 def usable(eff) -> dict[int, list[int]]:  # type: ignore[no-untyped-def]
@@ -183,6 +206,25 @@ def cells_for(profile, device_name, limits, data: dict, args, rules=RULES):  # t
     return cells
 
 
+def ensemble_cells(profile, device_name, limits, data: dict, rules=ENSEMBLE_RULES):  # type: ignore[no-untyped-def]
+    """Each target with every other dataset as the proxies (leave the target out)."""
+    from undercap.report.matrix import make_cell
+    from undercap.select import ensemble as E
+
+    how = {"ensemble": E.select_ensemble, "ensemble-mean": E.select_mean,
+           "ensemble-minimax": E.select_minimax}  # fmt: skip
+    cells = []
+    for lim in limits:
+        for t, target in data.items():
+            proxies = {p: d["relative"] for p, d in data.items() if p != t}
+            samples = {b: statistics.fmean(n) for b, n in target["runs"].items()}
+            for rule in rules:
+                c = how[rule](profile, proxies, lim).choice
+                cells.append(make_cell(profile, c, samples, proxy=OTHERS, target=t,
+                                       device=device_name, power_limit_w=lim, rule=rule))  # fmt: skip
+    return cells
+
+
 def one_seed_cells(profile, device_name, limits, data: dict, seeds: int):  # type: ignore[no-untyped-def]
     """The paper's rule with r(b) from a single estimate seed of the proxy."""
     from undercap.report.matrix import make_cell
@@ -225,7 +267,7 @@ def _lim(w: float | None) -> str:
     return "none" if w is None else f"{w:g} W"
 
 
-def summary_table(cells, one_seed: dict, rules=RULES) -> str:  # type: ignore[no-untyped-def]
+def summary_table(cells, one_seed: dict, rules=ALL_RULES) -> str:  # type: ignore[no-untyped-def]
     """Per device and limit: oracle-hit share and worst cell for each rule, and the
     paper's rule from one estimate seed (mean +- std over the seeds)."""
     from undercap.report.matrix import summarize
@@ -254,7 +296,7 @@ def summary_table(cells, one_seed: dict, rules=RULES) -> str:  # type: ignore[no
     return "\n".join(lines) + "\n"
 
 
-def overall_table(cells, rules=RULES) -> str:  # type: ignore[no-untyped-def]
+def overall_table(cells, rules=ALL_RULES) -> str:  # type: ignore[no-untyped-def]
     from undercap.report.matrix import summarize
 
     lines = [
@@ -270,6 +312,32 @@ def overall_table(cells, rules=RULES) -> str:  # type: ignore[no-untyped-def]
         mean = statistics.fmean(c.gap_pct for c in cs)
         lines.append(f"| {r} | {n} | {hits} ({100 * hits / n:.0f}%) | {w3} ({100 * w3 / n:.0f}%) "
                      f"| {mean:+.2f}% | {worst.worst_gap_pct:+.1f}% ({worst.device}: {worst.worst}) |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def ensemble_table(cells, effs: dict) -> str:  # type: ignore[no-untyped-def]
+    """Per target (every device and limit): the worst cell of the paper's rule with each
+    single proxy and with its best one, against the several-proxy rules; and what the
+    proxies cost on the server (samples trained and summed run time of the estimates)."""
+    heads = ["target", "proxies", "paper, worst single proxy", "paper, best single proxy",
+             *[f"{r}: hits, worst" for r in ENSEMBLE_RULES], "server: samples (x one proxy)",
+             "server: run time (summed)"]  # fmt: skip
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for t in effs:
+        proxies = [p for p in effs if p != t]
+        paper = [c for c in cells if c.rule == "paper" and c.target == t and c.proxy != t]
+        per_proxy = {p: max(c.gap_pct for c in paper if c.proxy == p) for p in proxies}
+        worst_p, best_p = max(per_proxy, key=per_proxy.get), min(per_proxy, key=per_proxy.get)
+        row = [t, ", ".join(proxies), f"{per_proxy[worst_p]:+.1f}% ({worst_p})",
+               f"{per_proxy[best_p]:+.1f}% ({best_p})"]  # fmt: skip
+        for r in ENSEMBLE_RULES:
+            cs = [c for c in cells if c.rule == r and c.target == t]
+            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%")
+        samples = [effs[p].extra["cost"]["samples_trained"] for p in proxies]
+        wall = sum(effs[p].extra["cost"]["wall_s"] for p in proxies)
+        row += [f"{sum(samples):,} ({sum(samples) / statistics.median(samples):.1f})",
+                f"{wall / 60:.0f} min"]  # fmt: skip
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -338,8 +406,12 @@ def run_modality(mod: M.Modality, args, cache) -> dict | None:  # type: ignore[n
         return None
     t0 = time.monotonic()
     print(f"== {mod.name}: {names}", file=sys.stderr)
-    weights = M.pretrained_weights(mod, args.data_dir, cache)
-    effs = estimate_all(mod, names, args, cache, weights)
+    if args.estimates_from is not None:
+        effs, gns, stored_s = stored_estimates(mod, names, args.estimates_from)
+    else:
+        weights = M.pretrained_weights(mod, args.data_dir, cache)
+        effs = estimate_all(mod, names, args, cache, weights)
+        gns = {n: noise_scale(mod, n, args, cache, weights) for n in names}
     data = {}
     for name in names:
         runs = usable(effs[name])
@@ -347,13 +419,13 @@ def run_modality(mod: M.Modality, args, cache) -> dict | None:  # type: ignore[n
         n_all = len(effs[name].samples_to_target) * args.seeds
         reached = sum(n is not None for r in effs[name].samples_to_target.values() for n in r)
         data[name] = {"runs": runs, "relative": rel, "spread": spread, "reached": f"{reached}/{n_all}",
-                      "gns": noise_scale(mod, name, args, cache, weights)}  # fmt: skip
-    t_est = time.monotonic() - t0
+                      "gns": gns[name]}  # fmt: skip
+    t_est = stored_s if args.estimates_from is not None else time.monotonic() - t0
     cells, one_seed, costs = [], {s: [] for s in range(args.seeds)}, []
     for device_name in args.devices.split(","):
         profile, limits = device_side(mod, device_name, args, cache, names)
         cs = cells_for(profile, device_name, limits, data, args)
-        cells += cs
+        cells += cs + ensemble_cells(profile, device_name, limits, data)
         for s, c1 in one_seed_cells(profile, device_name, limits, data, args.seeds).items():
             one_seed[s] += c1
         costs += probe_costs(profile, limits, data, cs, args)
@@ -372,7 +444,12 @@ def write_modality(res: dict, out: Path) -> str:
           overall_table(cells), "Per device and limit (hits = cells choosing the fastest configuration; "
           "worst = the largest % over the fastest, proxy -> target):", "",
           summary_table(cells, res["one_seed"]),
-          f"Noise-scale probe: {g.steps} steps of B_big = {g.b_big} as sub-batches of {g.b_small} "
+          f"Several proxies (rule `ensemble`, src/undercap/select/ensemble.py; proxy column "
+          f"\"{OTHERS}\" in the cells CSV): each target with every other dataset as the proxies, "
+          "per target over every device and limit. Server: samples the proxies' estimates "
+          "trained (and as a multiple of one proxy's, their median), and the summed wall time "
+          "of their runs (single-threaded runs, two at a time on this machine):", "",
+          ensemble_table(cells, res["effs"]),          f"Noise-scale probe: {g.steps} steps of B_big = {g.b_big} as sub-batches of {g.b_small} "
           f"({g.samples} samples) per target; its device time is {100 * costs[len(costs) // 2]:.1f}% "
           f"of the training time of the median cell (min {100 * costs[0]:.1f}%, max {100 * costs[-1]:.1f}%).",
           ""]  # fmt: skip

@@ -1,0 +1,204 @@
+"""The `ensemble` rule: one (b, f) from several proxies' r(b), chosen so that one bad
+proxy cannot spoil it (beyond the paper; benchmarks/results/matrix measures it).
+
+Each proxy p gives its own r_p(b) = N_p(b) / N_p(b_max). Exactly:
+  1. The batch sizes with an r(b) on EVERY proxy (a batch size one proxy never trained
+     to the target could be arbitrarily slow there: out).
+  2. r_med(b) = the median over the proxies of r_p(b) (the mean of the middle two for
+     an even count).
+  3. Algorithm 1 with r_med (core: each b at its highest feasible clock, smallest
+     t * r_med, ties to the larger batch, then the higher clock).
+Reported beside the choice (not used to make it): each proxy's own Algorithm 1 choice
+and the regret the chosen (b, f) risks under that proxy, t * r_p(b) over the best
+candidate's t * r_p - 1 (the "% over the fastest" of a matrix cell, if the target
+scaled like p).
+
+Why the median: the proxies are equally plausible guesses of how the unseen target's
+N(b) scales, and the failure to guard against is ONE of them being unlike the target
+(tiny Shakespeare in text, the 8x8 digits in images: benchmarks/results/matrix). The
+median's breakdown point is 50% (Huber, Robust Statistics, 1981): with P >= 3
+proxies, however wrong one proxy's r(b) is, r_med(b) stays within the range of the
+other proxies' values at every b, so the choice is one the others could have
+produced. The mean moves without bound with one proxy, and minimax regret (Savage
+1951) is decided by the most extreme proxy (breakdown point 0). Both are kept here as
+controls (`select_mean`, `select_minimax`), and the matrix measures all three: the
+same text cells, and in images the median has the smaller worst cell on the re-run
+and the smaller mean gap on both runs. With two proxies the median is the mean: two
+proxies that disagree cannot tell which one is the outlier (say so to the user).
+
+The seed spread of each r(b) is not used (the `spread` rule does that for one proxy).
+Pure: no I/O, no numpy, no torch (tests/test_ensemble_select.py, brute force).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional
+
+from undercap.artifacts import Profile
+from undercap.errors import ArtifactError, UndercapError
+from undercap.select.core import OURS, Choice, _check_relative, _select, per_batch
+
+ENSEMBLE = "ensemble"
+#: regrets closer than this are a tie (floating-point noise in t * r ratios)
+TIE_TOL = 1e-12
+Proxies = Mapping[str, Mapping[int, float]]  # proxy name -> r(b)
+
+
+@dataclass(frozen=True)
+class ProxyView:
+    """One proxy's view of the ensemble's choice."""
+
+    name: str
+    preferred: Choice  # what Algorithm 1 picks from this proxy's r(b) alone
+    regret: float  # the chosen (b, f)'s t * r_p / the best candidate's under p - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        pref = self.preferred
+        return {
+            "name": self.name,
+            "preferred": {"batch_size": pref.batch_size, "freq_mhz": pref.freq_mhz},
+            "regret": self.regret,
+        }
+
+
+@dataclass(frozen=True)
+class Ensemble:
+    """A rule's choice from several proxies and what each proxy says about it."""
+
+    choice: Choice
+    proxies: tuple[ProxyView, ...]
+    relative: dict[int, float]  # the r(b) the choice was ranked with (r_med for the rule)
+
+    @property
+    def worst_regret(self) -> float:
+        return max(p.regret for p in self.proxies)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.choice.method,
+            "batch_size": self.choice.batch_size,
+            "freq_mhz": self.choice.freq_mhz,
+            "worst_regret": self.worst_regret,
+            "relative": {str(b): r for b, r in sorted(self.relative.items())},
+            "proxies": [p.to_dict() for p in self.proxies],
+        }
+
+
+def _checked(proxies: Proxies) -> dict[str, dict[int, float]]:
+    if not proxies:
+        raise UndercapError("the ensemble rule needs at least one proxy's r(b)")
+    return {str(n): _check_relative(r, f"efficiency of proxy {n}") for n, r in proxies.items()}
+
+
+def _common(rel: dict[str, dict[int, float]]) -> list[int]:
+    common = sorted(set.intersection(*(set(r) for r in rel.values())))
+    if not common:
+        raise ArtifactError(
+            "no batch size has an r(b) on every proxy "
+            f"({'; '.join(f'{n}: {sorted(r)}' for n, r in rel.items())}); estimate the same "
+            "batch sizes on every proxy"
+        )
+    return common
+
+
+def combined_relative(
+    proxies: Proxies, how: Callable[[list[float]], float] = statistics.median
+) -> dict[int, float]:
+    """`how` (default the median) over the proxies of r_p(b), at the batch sizes every
+    proxy has (steps 1 and 2)."""
+    rel = _checked(proxies)
+    return {b: float(how([r[b] for r in rel.values()])) for b in _common(rel)}
+
+
+def regret_table(
+    profile: Profile,
+    proxies: Proxies,
+    power_limit_w: Optional[float],
+    *,
+    margin_w: Optional[float] = None,
+) -> tuple[tuple[Choice, ...], dict[str, tuple[float, ...]]]:
+    """The candidates (every common b at its highest feasible clock) and, per proxy,
+    each candidate's regret t * r_p(b) / min over the candidates - 1."""
+    rel = _checked(proxies)
+    cands = per_batch(profile, combined_relative(rel), power_limit_w, margin_w=margin_w)
+    regrets = {}
+    for name, r in rel.items():
+        times = [c.time_per_sample_s * r[c.batch_size] for c in cands]
+        best = min(times, default=math.inf)
+        regrets[name] = tuple(s / best - 1.0 for s in times)
+    return cands, regrets
+
+
+def _views(
+    profile: Profile, rel: dict[str, dict[int, float]], chosen: Choice, limit: Any, margin_w: Any
+) -> tuple[ProxyView, ...]:
+    cands, regrets = regret_table(profile, rel, limit, margin_w=margin_w)
+    i = [(c.batch_size, c.freq_mhz) for c in cands].index((chosen.batch_size, chosen.freq_mhz))
+    return tuple(
+        ProxyView(n, _select(profile, r, limit, OURS, margin_w), regrets[n][i])
+        for n, r in rel.items()
+    )
+
+
+def _ranked(
+    profile: Profile,
+    proxies: Proxies,
+    limit: Optional[float],
+    margin_w: Optional[float],
+    how: Callable[[list[float]], float],
+    method: str,
+) -> Ensemble:
+    rel = _checked(proxies)
+    combined = combined_relative(rel, how)
+    chosen = replace(_select(profile, combined, limit, OURS, margin_w), method=method)
+    return Ensemble(chosen, _views(profile, rel, chosen, limit, margin_w), combined)
+
+
+def select_ensemble(
+    profile: Profile,
+    proxies: Proxies,
+    power_limit_w: Optional[float],
+    *,
+    margin_w: Optional[float] = None,
+) -> Ensemble:
+    """The ensemble rule (module docstring): Algorithm 1 on the median over `proxies`
+    (name -> r(b)) of r(b). Raises InfeasibleError as Algorithm 1 does."""
+    return _ranked(profile, proxies, power_limit_w, margin_w, statistics.median, ENSEMBLE)
+
+
+def select_mean(
+    profile: Profile,
+    proxies: Proxies,
+    power_limit_w: Optional[float],
+    *,
+    margin_w: Optional[float] = None,
+) -> Ensemble:
+    """Control: Algorithm 1 on the mean over the proxies of r(b)."""
+    return _ranked(profile, proxies, power_limit_w, margin_w, statistics.fmean, "ensemble-mean")
+
+
+def select_minimax(
+    profile: Profile,
+    proxies: Proxies,
+    power_limit_w: Optional[float],
+    *,
+    margin_w: Optional[float] = None,
+) -> Ensemble:
+    """Control: the candidate with the smallest worst regret over the proxies; ties
+    (within TIE_TOL) by the smaller mean regret, then the larger b, the higher f."""
+    rel = _checked(proxies)
+    cands, regrets = regret_table(profile, rel, power_limit_w, margin_w=margin_w)
+    if not cands:  # Algorithm 1's own error: what is infeasible and the lowest power
+        _select(profile, combined_relative(rel), power_limit_w, OURS, margin_w)
+    idx = range(len(cands))
+    worst = [max(r[i] for r in regrets.values()) for i in idx]
+    mean = [math.fsum(r[i] for r in regrets.values()) / len(regrets) for i in idx]
+    tied = [i for i in idx if worst[i] <= min(worst) + TIE_TOL]
+    i = min(tied, key=lambda j: (mean[j], -cands[j].batch_size, -cands[j].freq_mhz))
+    chosen = replace(cands[i], method="ensemble-minimax")
+    views = _views(profile, rel, chosen, power_limit_w, margin_w)
+    return Ensemble(chosen, views, combined_relative(rel))
