@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OUT ?= demo-out
 
-.PHONY: demo test test-slow lint format bench clean
+.PHONY: demo test test-slow test-jetpack5 test-jetpack6 lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,7 +25,17 @@ test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/vermin -q -t=3.8- --violations --feature union-types --no-tips src/undercap examples
-	$(BIN)/python -m pytest -q
+	$(BIN)/vermin -q -t=3.8- --violations --no-tips tests
+	UNDERCAP_WHEEL_TORCH="$(TORCH)" $(BIN)/python -m pytest -q
+
+# The floors users run on (CI runs both): JetPack 5 = Python 3.8 + torch 2.0.1 + numpy
+# 1.x, the default suite; JetPack 6 = Python 3.10 + torch 2.1.0, the built wheel
+# running the demo's `run`. Each keeps its own venv (.venv-jp5, .venv-jp6).
+test-jetpack5:
+	bash scripts/ci/jetpack5.sh
+
+test-jetpack6: $(STAMP)
+	bash scripts/ci/jetpack6.sh
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
@@ -41,4 +51,4 @@ demo: $(STAMP)
 	bash scripts/demo.sh $(DEMO_OUT)
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-jp5 .venv-jp6 build $(DEMO_OUT) .pytest_cache .ruff_cache
