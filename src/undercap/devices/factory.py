@@ -81,11 +81,15 @@ def _info(name: str, **kwargs: Any) -> DeviceInfo:
 
 
 def _jetson_infos(sysfs_root: Optional[str], notes: list[str]) -> list[DeviceInfo]:
-    from undercap.devices.jetson.sysfs import find_gpu_devfreq
+    from undercap.devices.jetson.sysfs import JetsonUnavailable, jetson_present
 
     root = Path(sysfs_root or "/")
-    if find_gpu_devfreq(root) is not None:
-        return [_info("jetson", sysfs_root=root)]
+    if jetson_present(root):
+        try:
+            return [_info("jetson", sysfs_root=root)]
+        except JetsonUnavailable as e:  # Thor, or a GPU not yet registered: say why
+            notes.append(f"jetson: {e}")
+            return []
     where = root / "sys/class/devfreq"
     if sysfs_root is not None:  # the user pointed at a tree: it must be a Jetson's
         raise DeviceError(

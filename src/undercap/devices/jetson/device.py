@@ -7,9 +7,13 @@ does not power down between kernels. The original min_freq, max_freq, governor a
 railgate_enable go to a state file (devices/state.py) before the first write, so
 `undercap restore` can put them back after a crash no handler catches.
 
-Write order matters: Linux devfreq (drivers/devfreq/devfreq.c, min_freq_store and
-max_freq_store in 4.9 as shipped in L4T R32) rejects min_freq > max_freq with EINVAL.
-Going up we raise max before min; going down we lower min before max.
+Write order matters on Linux 4.9 (L4T R32): devfreq's min_freq_store and
+max_freq_store reject min_freq > max_freq with EINVAL. Going up we raise max before
+min; going down we lower min before max. On 5.10/5.15 (L4T R35/R36) the files are
+PM QoS requests and reads give the effective range, so what is saved and restored
+are the requests (devfreq.py). The frequencies offered are the table steps the
+active nvpmodel mode allows (nvpmodel.py); on 5.x a lock replaces nvpmodel's own
+max_freq request, so that filter is what keeps a lock inside the mode.
 
 Read-only mode measures (frequency, power) and never writes anything.
 """
@@ -23,23 +27,30 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from undercap.devices.base import Device, DeviceInfo, torch_cuda_synchronize
+from undercap.devices.jetson.devfreq import devfreq_rules, saved_limits
+from undercap.devices.jetson.gpu import locate_gpu
+from undercap.devices.jetson.nvpmodel import (
+    ModeRange,
+    NvpModel,
+    Runner,
+    default_nvpmodel_runner,
+    describe,
+    mode_range,
+    read_nvpmodel,
+)
 from undercap.devices.jetson.power import PowerRails, find_rails
 from undercap.devices.jetson.sysfs import (
     READ_ONLY_FIX,
     ROOT_FIX,
     DevfreqNode,
-    NvpModel,
-    Runner,
     Writer,
     board_model,
     can_write,
-    default_nvpmodel_runner,
-    find_gpu_devfreq,
+    kernel_release,
     l4t_release,
     mem_total_bytes,
     read_attr,
     read_int,
-    read_nvpmodel,
     read_optional,
     write_attr,
     write_error,
@@ -90,21 +101,20 @@ class JetsonDevice(RestoresOnCrash, Device):
         state_file: Optional[Union[str, Path]] = None,
     ) -> None:
         self.root = Path(sysfs_root)
-        node = find_gpu_devfreq(self.root)
-        if node is None:
-            raise DeviceError(
-                f"no Jetson GPU under {self.root / 'sys/class/devfreq'} (looked for "
-                "57000000.gpu, 17000000.gp10b, 17000000.gv11b, 17000000.ga10b, 17000000.gpu); "
-                "on a copied tree pass --sysfs-root <folder containing sys/>"
-            )
+        self.read_only = read_only
+        self._writer = writer or write_attr
+        node, self.wake_note = locate_gpu(self.root, read_only=read_only, writer=self._writer)
         self.node = node
         self.name = "jetson"
-        self.read_only = read_only
         self.device_key = f"jetson-{node.name}"
-        self._writer = writer or write_attr
         runner = default_nvpmodel_runner(self.root) if nvpmodel_runner is _AUTO else nvpmodel_runner
         self.nvpmodel: Optional[NvpModel] = read_nvpmodel(self.root, runner)
+        self.rules = devfreq_rules(self.root)
         self._all_hz = self._read_table()
+        applied = read_optional(node.attr("max_freq"))
+        self.mode: ModeRange = mode_range(
+            self.nvpmodel, self._all_hz, int(applied) if applied and applied.isdigit() else None
+        )
         self.power = PowerRails(find_rails(self.root), self.root)
         self.state_file = Path(state_file or state_path(self.device_key, state_dir(self.root)))
         self.last_snap: Optional[dict[str, float]] = None
@@ -122,11 +132,9 @@ class JetsonDevice(RestoresOnCrash, Device):
         return table
 
     def _allowed_hz(self) -> tuple[int, ...]:
-        """The table up to the nvpmodel mode's GPU cap: the power mode decides which
-        steps this board may run (e.g. Nano 5W mode caps the GPU at 640 MHz)."""
-        cap = self.nvpmodel.gpu_max_freq_hz if self.nvpmodel else None
-        allowed = tuple(f for f in self._all_hz if cap is None or f <= cap)
-        return allowed or self._all_hz[:1]
+        """The table steps the nvpmodel mode allows, floor to ceiling (e.g. Nano 5W:
+        up to 614.4 MHz; TX2 MAXP_CORE_ARM: up to 1134.75 MHz; nvpmodel.py)."""
+        return self.mode.allowed(self._all_hz)
 
     def available_freqs_mhz(self) -> tuple[float, ...]:
         return tuple(_mhz(f) for f in self._allowed_hz())
@@ -182,8 +190,14 @@ class JetsonDevice(RestoresOnCrash, Device):
             raise write_error(path, value, e) from e
 
     def _write_range(self, min_hz: int, max_hz: int) -> None:
-        """Set [min_freq, max_freq] in an order the kernel accepts at every step."""
+        """Set [min_freq, max_freq] in an order the kernel accepts at every step.
+        5.x kernels take both as requests (min > max is fine): both are written, since
+        a read shows the effective range, not the request to compare with."""
         min_path, max_path = self.node.attr("min_freq"), self.node.attr("max_freq")
+        if self.rules.qos:
+            self._write(max_path, str(max_hz))
+            self._write(min_path, str(min_hz))
+            return
         cur_min, cur_max = read_int(min_path), read_int(max_path)
         if cur_min <= max_hz:  # raising max first keeps min <= max at every step
             steps = [(max_path, max_hz, cur_max), (min_path, min_hz, cur_min)]
@@ -217,13 +231,13 @@ class JetsonDevice(RestoresOnCrash, Device):
         return read_boot_id(self.root)
 
     def _current_state(self) -> dict[str, Any]:
-        rg = self.node.railgate_path
+        effective = (read_int(self.node.attr("min_freq")), read_int(self.node.attr("max_freq")))
+        known = self.nvpmodel is not None and self.nvpmodel.conf_path is not None
         return {
             "devfreq_node": self.node.name,
-            "min_freq_hz": read_int(self.node.attr("min_freq")),
-            "max_freq_hz": read_int(self.node.attr("max_freq")),
+            **saved_limits(self.rules, self._all_hz, effective, self.mode, known),
             "governor": read_optional(self.node.attr("governor")),
-            "railgate_enable": read_optional(rg),
+            "railgate_enable": read_optional(self.node.railgate_path),
         }
 
     def restore_hint(self) -> str:
@@ -240,7 +254,10 @@ class JetsonDevice(RestoresOnCrash, Device):
                 f"saved state is for GPU node {state.get('devfreq_node')!r}, but this board's "
                 f"GPU is {self.node.name!r}: wrong --sysfs-root or state file?"
             )
-        self._write_range(int(state["min_freq_hz"]), int(state["max_freq_hz"]))
+        if state.get("pm_qos") and "max_request_hz" in state:  # 5.x: the requests
+            self._write_range(int(state["min_request_hz"]), int(state["max_request_hz"]))
+        else:  # 4.9 (or a state file from before requests were saved): the values
+            self._write_range(int(state["min_freq_hz"]), int(state["max_freq_hz"]))
         governor = state.get("governor")
         gov_path = self.node.attr("governor")
         if governor and read_optional(gov_path) not in (None, governor):
@@ -292,7 +309,12 @@ class JetsonDevice(RestoresOnCrash, Device):
             "max_freq_mhz": _mhz(int(read_optional(node.attr("max_freq")) or 0)),
             "all_freqs_mhz": [_mhz(f) for f in self._all_hz],
             "railgate_enable": read_optional(node.railgate_path),
-            "nvpmodel": self.nvpmodel.to_dict() if self.nvpmodel else None,
+            "nvpmodel": describe(self.nvpmodel, self.mode),
+            "mode_floor_mhz": _mhz(self.mode.floor_hz),
+            "mode_ceiling_mhz": _mhz(self.mode.ceiling_hz),
+            "kernel": kernel_release(self.root),
+            "devfreq_limits": self.rules.label,
+            "gpu_woken": self.wake_note,
             "power": self.power.describe(),
             "control": control,
             "state_file": str(self.state_file),

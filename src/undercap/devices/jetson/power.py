@@ -1,20 +1,25 @@
 """Jetson board power from the INA3221 monitors, in both driver layouts.
 
-* iio driver `ina3221x` (L4T R32 and older: Nano, TX1, TX2, Xavier):
-  /sys/bus/i2c/drivers/ina3221x/<bus-addr>/iio:device<k>/rail_name_<n> names channel
-  n; in_power<n>_input (mW), in_voltage<n>_input (mV), in_current<n>_input (mA).
-* hwmon driver `ina3221` (L4T R34+: Orin): /sys/bus/i2c/drivers/ina3221/<bus-addr>/
-  hwmon/hwmon<k>/in<n>_label names channel n (1..3); in<n>_input is the bus voltage
-  (mV), curr<n>_input the current (mA); power = V x I (kernel doc
-  Documentation/hwmon/ina3221.rst). in7 is the sum of shunt voltages, not a rail.
+* iio driver `ina3221x` (L4T R32 and older, kernel 4.9: Nano, TX1, TX2, TX2 NX, and
+  Xavier on R32): /sys/bus/i2c/drivers/ina3221x/<bus-addr>/iio:device<k>/rail_name_<n>
+  names channel n; in_power<n>_input (mW), in_voltage<n>_input (mV),
+  in_current<n>_input (mA). Releases before JetPack 4.2 (L4T R28, R31) name the
+  folder `iio_device` (scripts of that time read .../1-0040/iio_device/in_power0_input).
+* hwmon driver `ina3221` (L4T R34+, kernel 5.10/5.15: Orin, and Xavier / Xavier NX on
+  R35): /sys/bus/i2c/drivers/ina3221/<bus-addr>/hwmon/hwmon<k>/in<n>_label names
+  channel n (1..3); in<n>_input is the bus voltage (mV), curr<n>_input the current
+  (mA); power = V x I (Documentation/hwmon/ina3221.rst). in7 is the sum of shunt
+  voltages, not a rail. `samples` and `update_interval` (ms) describe the conversion.
 
 Rails are selected by label, never by position or hwmon number (hwmon numbers change
 from boot to boot). Labels "NC" mark unconnected channels (AGX Orin) and are skipped.
 Total board power is the module input rail (`POM_5V_IN` on Nano, `VDD_IN` elsewhere,
-as jetson-stats uses), else the sum of all rails. A dedicated GPU rail (Nano
-`POM_5V_GPU`, TX2 `VDD_SYS_GPU`) is reported as the GPU rail; a rail shared by the
-GPU and other engines (`VDD_CPU_GPU_CV` on Xavier NX / TX2 NX / Orin NX and Nano,
-`VDD_GPU_SOC` on AGX Orin) is reported as combined.
+as jetson-stats uses), else the sum of all rails (AGX Xavier, AGX Orin). A dedicated
+GPU rail (Nano `POM_5V_GPU`, TX2 `VDD_SYS_GPU`, AGX Xavier `GPU`) is reported as the
+GPU rail; a rail shared by the GPU and other engines (`VDD_CPU_GPU` on TX2 NX,
+`VDD_CPU_GPU_CV` on Xavier NX and Orin NX/Nano, `VDD_GPU_SOC` on AGX Orin) as combined.
+Labels per board: energymon's JetsonPowerRails.md (from the L4T 32.6.1 device trees)
+and the upstream device trees of p2888, p3668, p3701, p3767, p3636.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from undercap.devices.jetson.sysfs import read_attr, read_int
+from undercap.devices.jetson.sysfs import read_attr, read_int, read_optional
 from undercap.errors import DeviceError
 
 TOTAL_RAILS = ("POM_5V_IN", "VDD_IN")
@@ -73,7 +78,8 @@ def _skip(label: str) -> bool:
 def _iio_rails(root: Path) -> list[Rail]:
     rails = []
     base = root / "sys" / "bus" / "i2c" / "drivers" / "ina3221x"
-    for name_file in sorted(base.glob("*/iio:device*/rail_name_*")):
+    found = base.glob("*/iio:device*/rail_name_*")
+    for name_file in sorted([*found, *base.glob("*/iio_device/rail_name_*")]):
         n = name_file.name.rsplit("_", 1)[-1]
         label = read_attr(name_file)
         if _skip(label) or not n.isdigit():
@@ -158,8 +164,18 @@ class PowerRails:
         self._require()
         return {r.label: r.read_w() for r in self.rails}
 
+    def conversion(self) -> dict[str, Optional[str]]:
+        """The board rail's hwmon `samples` and `update_interval` (ms), as read."""
+        rail = self.total or (self.rails[0] if self.rails else None)
+        folder = None if rail is None or rail.layout != "hwmon" else rail.voltage_path.parent
+        return {
+            name: None if folder is None else read_optional(folder / name)
+            for name in ("samples", "update_interval")
+        }
+
     def describe(self) -> dict[str, object]:
         return {
+            "conversion": self.conversion(),
             "rails": {r.label: r.kind for r in self.rails},
             "layout": sorted({r.layout for r in self.rails}),
             "total_rail": self.total.label

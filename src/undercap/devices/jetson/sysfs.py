@@ -1,28 +1,31 @@
-"""Jetson sysfs helpers: find the GPU's devfreq node, read/write attributes with
-one-line errors, parse nvpmodel, read board facts. No torch, no vendor library.
+"""Jetson sysfs helpers: find the GPU (its devfreq node, or the GPU device before it
+has one), read/write attributes with one-line errors, read board facts. No torch, no
+vendor library.
 
-Layouts (NVIDIA L4T, jetson_clocks and jetson-stats agree):
+Layouts, from NVIDIA's jetson_clocks (L4T R32, R32.5, R36), nvpmodel confs and the
+nvgpu driver (os/linux/sysfs.c, scale.c):
 * GPU devfreq node, reached through /sys/class/devfreq/<name> (a symlink into
   /sys/devices): Nano/TX1 `57000000.gpu`, TX2 `17000000.gp10b`, Xavier
-  `17000000.gv11b`, Orin `17000000.ga10b` (L4T R35) or `17000000.gpu` (R36).
-  Files: available_frequencies (Hz), cur_freq, min_freq, max_freq, governor,
-  available_governors, target_freq. `device` links to the GPU's platform device,
-  which holds railgate_enable.
-* nvpmodel: `nvpmodel -q` prints "NV Power Mode: <name>" and the mode id on the next
-  line; /var/lib/nvpmodel/status holds "pmode:<id>"; /etc/nvpmodel.conf has one
-  "< POWER_MODEL ID=<id> NAME=<name> >" block per mode, whose "GPU MAX_FREQ <Hz>"
-  line caps the GPU (-1 or 0: no cap).
+  `17000000.gv11b`, Orin `17000000.ga10b` (L4T R35) or `17000000.gpu` (R36). Files:
+  available_frequencies (Hz), cur_freq, min_freq, max_freq, governor,
+  available_governors, target_freq. `device` links to the GPU platform device, which
+  holds railgate_enable; nvgpu also links it as `gpu.0` beside the device (and, on
+  kernels after 4.14, in /sys/devices too) and links `devfreq_dev` to the node.
+* JetPack 6 (R36) registers the GPU with devfreq only once the GPU has powered up:
+  jetson_clocks finds the GPU at /sys/devices/platform/gpu.0 by its
+  of_node/compatible (nvidia,gv11b / gp10b / ga10b), writes 0 to railgate_enable and
+  looks again. `find_gpu_device` finds the GPU in that state.
+* Thor (JetPack 7) has GPC devfreq domains `gpu-gpc-0` and INA238 monitors: not
+  supported here (jetson_stats jtop/core/hw_detect.py).
 """
 
 from __future__ import annotations
 
 import errno
 import re
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 from undercap.errors import DeviceError, DevicePermissionError
 
@@ -30,12 +33,23 @@ from undercap.errors import DeviceError, DevicePermissionError
 GPU_NODE_SUFFIXES = (".gpu", ".gp10b", ".gv11b", ".ga10b")
 #: device-tree node names of the GPU (what jetson-stats matches in device/of_node/name).
 GPU_OF_NAMES = frozenset({"gpu", "gp10b", "gv11b", "ga10b"})
+#: of_node/compatible strings of Jetson GPUs (jetson_clocks R36: gv11b, gp10b, ga10b;
+#: the Nano's device tree: nvidia,tegra210-gm20b)
+GPU_COMPATIBLES = frozenset(
+    {"nvidia,gp10b", "nvidia,gv11b", "nvidia,ga10b", "nvidia,tegra210-gm20b", "nvidia,gm20b"}
+)
+#: Thor's GPU devfreq domains (JetPack 7)
+THOR_NODES = ("gpu-gpc-0", "gpu-nvd-0")
 
 ROOT_FIX = "run undercap as root (sudo)"
 READ_ONLY_FIX = "or pass --read-only to measure at the current clock without changing it"
 
 Writer = Callable[[Path, str], None]
-Runner = Callable[[List[str]], str]
+
+
+class JetsonUnavailable(DeviceError):
+    """A Jetson is there, but undercap cannot use its GPU (yet): Thor, or a GPU that
+    has not registered with devfreq. `undercap devices` lists it as a note."""
 
 
 @dataclass(frozen=True)
@@ -57,13 +71,23 @@ class DevfreqNode:
         return p if p.is_file() else None
 
 
-def _read_dt_strings(path: Path) -> tuple[str, ...]:
+def read_dt_strings(path: Path) -> tuple[str, ...]:
     """Device-tree properties are NUL-separated strings."""
     try:
         raw = path.read_bytes()
     except OSError:
         return ()
     return tuple(s for s in raw.decode("utf-8", "replace").split("\0") if s.strip())
+
+
+def _is_gpu(entry: Path) -> bool:
+    of_names = read_dt_strings(entry / "device" / "of_node" / "name")
+    compatible = read_dt_strings(entry / "device" / "of_node" / "compatible")
+    return (
+        entry.name.endswith(GPU_NODE_SUFFIXES)
+        or bool(of_names and of_names[0] in GPU_OF_NAMES)
+        or bool(GPU_COMPATIBLES.intersection(compatible))
+    )
 
 
 def find_gpu_devfreq(root: Union[str, Path] = "/") -> Optional[DevfreqNode]:
@@ -73,22 +97,44 @@ def find_gpu_devfreq(root: Union[str, Path] = "/") -> Optional[DevfreqNode]:
     if not base.is_dir():
         return None
     for entry in sorted(base.iterdir()):
-        of_names = _read_dt_strings(entry / "device" / "of_node" / "name")
-        of_name = of_names[0] if of_names else None
-        if not (entry.name.endswith(GPU_NODE_SUFFIXES) or of_name in GPU_OF_NAMES):
-            continue
-        if not (entry / "available_frequencies").is_file():
+        if not (_is_gpu(entry) and (entry / "available_frequencies").is_file()):
             continue
         path = entry.resolve()
         device = (entry / "device").resolve() if (entry / "device").exists() else path
+        of_names = read_dt_strings(entry / "device" / "of_node" / "name")
         return DevfreqNode(
             name=entry.name,
             path=path,
             device_path=device,
-            of_name=of_name,
-            compatible=_read_dt_strings(entry / "device" / "of_node" / "compatible"),
+            of_name=of_names[0] if of_names else None,
+            compatible=read_dt_strings(entry / "device" / "of_node" / "compatible"),
         )
     return None
+
+
+def _gpu_device_candidates(root: Path) -> Iterator[Path]:
+    """Where the GPU platform device may sit: nvgpu's gpu.0 links first, then the
+    platform buses (R36: /sys/devices/platform/bus@0/17000000.gpu)."""
+    devices = root / "sys" / "devices"
+    yield from (devices / "platform" / "gpu.0", devices / "gpu.0")
+    for pattern in ("platform/*", "platform/bus@0/*", "*"):
+        yield from sorted(devices.glob(pattern))
+
+
+def find_gpu_device(root: Union[str, Path] = "/") -> Optional[Path]:
+    """The GPU platform device (resolved) by its of_node/compatible, whether or not
+    it has a devfreq node yet; None when the tree has no Jetson GPU."""
+    for cand in _gpu_device_candidates(Path(root)):
+        compatible = read_dt_strings(cand / "of_node" / "compatible")
+        if GPU_COMPATIBLES.intersection(compatible) and (cand / "railgate_enable").is_file():
+            return cand.resolve()
+    return None
+
+
+def thor_node(root: Union[str, Path] = "/") -> Optional[Path]:
+    """Thor's GPC devfreq domain, when the tree is a Jetson Thor's."""
+    base = Path(root) / "sys" / "class" / "devfreq"
+    return next((base / n for n in THOR_NODES if (base / n).exists()), None)
 
 
 # --- attribute I/O with one-line errors ---------------------------------------------
@@ -154,7 +200,7 @@ def can_write(path: Path) -> bool:
 # --- board facts ----------------------------------------------------------------------
 def board_model(root: Path) -> Optional[str]:
     """E.g. 'NVIDIA Jetson Nano Developer Kit' from the device tree."""
-    names = _read_dt_strings(root / "proc" / "device-tree" / "model")
+    names = read_dt_strings(root / "proc" / "device-tree" / "model")
     return names[0] if names else None
 
 
@@ -177,125 +223,12 @@ def mem_total_bytes(root: Path) -> int:
     raise DeviceError(f"{path} has no MemTotal line")
 
 
-# --- nvpmodel -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class NvpModel:
-    """The active power mode and the GPU cap it sets."""
-
-    mode_id: Optional[int]
-    mode_name: Optional[str]
-    gpu_max_freq_hz: Optional[int]  # None: no cap in this mode, or unknown
-    source: str  # where the mode came from
-    conf_path: Optional[str]
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "mode_id": self.mode_id,
-            "mode_name": self.mode_name,
-            "gpu_max_freq_mhz": None
-            if self.gpu_max_freq_hz is None
-            else round(self.gpu_max_freq_hz / 1e6, 6),
-            "source": self.source,
-            "conf": self.conf_path,
-        }
+def kernel_release(root: Path) -> Optional[str]:
+    """'5.15.136-tegra' from /proc/sys/kernel/osrelease (what `uname -r` prints)."""
+    return read_optional(root / "proc" / "sys" / "kernel" / "osrelease")
 
 
-def parse_nvpmodel_query(text: str) -> Optional[tuple[str, int]]:
-    """`nvpmodel -q` output -> (mode name, mode id). The id is on the line after
-    'NV Power Mode: <name>' (newer releases print 'NV Fan Mode: ...' first)."""
-    lines = [ln.strip() for ln in text.splitlines()]
-    for i, line in enumerate(lines):
-        m = re.match(r"NV Power Mode:\s*(\S.*)$", line)
-        if m:
-            for nxt in lines[i + 1 :]:
-                if nxt.isdigit():
-                    return m.group(1).strip(), int(nxt)
-                if nxt:
-                    break
-    return None
-
-
-_MODEL = re.compile(r"^<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=(\S+?)\s*>")
-_DEFAULT = re.compile(r"^<\s*PM_CONFIG\s+DEFAULT=(\d+)\s*>")
-
-
-def parse_nvpmodel_conf(text: str) -> tuple[dict[int, dict[str, object]], Optional[int]]:
-    """/etc/nvpmodel.conf -> ({id: {"name", "gpu_max_freq_hz"}}, default id).
-    PARAM blocks (which map names to sysfs files) are skipped."""
-    modes: dict[int, dict[str, object]] = {}
-    default: Optional[int] = None
-    current: Optional[int] = None
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith("<"):
-            m, d = _MODEL.match(line), _DEFAULT.match(line)
-            current = int(m.group(1)) if m else None
-            if m:
-                modes[current] = {"name": m.group(2), "gpu_max_freq_hz": None}  # type: ignore[index]
-            if d:
-                default = int(d.group(1))
-            continue
-        parts = line.split()
-        if current is not None and len(parts) >= 3 and parts[:2] == ["GPU", "MAX_FREQ"]:
-            try:
-                hz = int(parts[2])
-            except ValueError:
-                continue
-            modes[current]["gpu_max_freq_hz"] = hz if hz > 0 else None
-    return modes, default
-
-
-def default_nvpmodel_runner(root: Path) -> Optional[Runner]:
-    """Run the host's nvpmodel only when working on the real root: a copied tree is
-    not described by this machine's nvpmodel."""
-    if root.resolve() != Path("/"):
-        return None
-    binary = shutil.which("nvpmodel") or next(
-        (p for p in ("/usr/sbin/nvpmodel", "/usr/bin/nvpmodel") if Path(p).is_file()), None
-    )
-    if binary is None:
-        return None
-
-    def run(args: list[str]) -> str:
-        out = subprocess.run(
-            [binary, *args], capture_output=True, text=True, timeout=10, check=False
-        )
-        return out.stdout
-
-    return run
-
-
-def read_nvpmodel(root: Path, runner: Optional[Runner]) -> Optional[NvpModel]:
-    """The active mode from `nvpmodel -q`, else /var/lib/nvpmodel/status; the GPU cap
-    from /etc/nvpmodel.conf. None when the board has no nvpmodel at all."""
-    conf = root / "etc" / "nvpmodel.conf"
-    conf_text = read_optional(conf)
-    modes, _default = parse_nvpmodel_conf(conf_text) if conf_text else ({}, None)
-    name: Optional[str] = None
-    mode_id: Optional[int] = None
-    source = "none"
-    if runner is not None:
-        try:
-            parsed = parse_nvpmodel_query(runner(["-q"]))
-        except (OSError, subprocess.SubprocessError):
-            parsed = None
-        if parsed:
-            (name, mode_id), source = parsed, "nvpmodel -q"
-    if mode_id is None:
-        status = read_optional(root / "var" / "lib" / "nvpmodel" / "status")
-        m = re.search(r"pmode:0*(\d+)", status or "")
-        if m:
-            mode_id, source = int(m.group(1)), "/var/lib/nvpmodel/status"
-    if mode_id is None and not modes:
-        return None
-    mode = modes.get(mode_id) if mode_id is not None else None
-    cap = mode.get("gpu_max_freq_hz") if mode else None
-    return NvpModel(
-        mode_id=mode_id,
-        mode_name=name or (str(mode["name"]) if mode else None),
-        gpu_max_freq_hz=int(cap) if isinstance(cap, int) else None,
-        source=source,
-        conf_path=str(conf) if conf_text else None,
-    )
+def jetson_present(root: Union[str, Path] = "/") -> bool:
+    """A Jetson GPU in any state: a devfreq node, a GPU device without one yet
+    (JetPack 6 before the GPU's first power-up), or Thor's GPC domain."""
+    return any(f(root) is not None for f in (find_gpu_devfreq, find_gpu_device, thor_node))

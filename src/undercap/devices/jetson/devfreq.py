@@ -1,0 +1,104 @@
+"""How the GPU's devfreq `min_freq`/`max_freq` behave, by kernel generation, and what
+undercap saves so that restoring puts back what was there.
+
+* Linux 4.9 (L4T R32, JetPack 4): min_freq_store/max_freq_store keep the value
+  written and show it back; a min above the max (or a max below the min) is rejected
+  with EINVAL (drivers/devfreq/devfreq.c). What is read is what was written, so
+  saving the values read and writing them back restores exactly.
+* Linux 5.10 / 5.15 (L4T R35 / R36, JetPack 5 / 6), since devfreq moved to PM QoS
+  (Linux 5.5): a write to min_freq updates the user's minimum *request* (Hz rounded
+  down to kHz), a write to max_freq the user's maximum request (rounded up to kHz;
+  0 means "no limit"); min above max is accepted. A read shows the effective range:
+  the table's ends narrowed by every request (the user's, a thermal cooling
+  device's) and clamped so that min <= max (get_freq_range). Writing back what was
+  read would install requests nobody made: a minimum at the table's lowest step where
+  there was none, and a thermal cap present at save time as the user's cap after
+  the restore. nvpmodel sets its cap through the same max_freq file, so it is the
+  user's request too, and a lock replaces it.
+
+So on 5.x undercap saves *requests*: no minimum request where the effective minimum
+is the table's lowest step (restored by writing 0), and for the maximum the request
+nvpmodel made for the active mode (its ceiling on the table), unless the effective
+maximum is above it (someone raised it: that value); with no mode known, the
+effective maximum (0 where it is the table's top).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from undercap.devices.jetson.nvpmodel import ModeRange
+from undercap.devices.jetson.sysfs import kernel_release, l4t_release
+
+#: devfreq's sysfs limits became PM QoS requests in Linux 5.5
+QOS_SINCE = (5, 5)
+
+
+@dataclass(frozen=True)
+class DevfreqRules:
+    """Which semantics the kernel's min_freq/max_freq files follow."""
+
+    qos: bool  # True: 5.x PM QoS requests; False: 4.9 stored values
+    kernel: Optional[str]  # e.g. "5.15.136-tegra"
+    basis: str  # how undercap decided
+
+    @property
+    def label(self) -> str:
+        kind = "PM QoS requests (Linux >= 5.5)" if self.qos else "stored values (Linux 4.9)"
+        return f"{kind}; {self.basis}"
+
+
+def devfreq_rules(root: Path) -> DevfreqRules:
+    """From /proc/sys/kernel/osrelease, else the L4T release (R32: 4.9, R34+: 5.10 or
+    later), else the 4.9 rules: on a 5.x kernel they only install explicit requests,
+    while 5.x rules on a 4.9 kernel would write 0 where a value was."""
+    release = kernel_release(root)
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    if m:
+        version = (int(m.group(1)), int(m.group(2)))
+        return DevfreqRules(version >= QOS_SINCE, release, f"kernel {release}")
+    l4t = l4t_release(root) or ""
+    m = re.match(r"R(\d+)", l4t)
+    if m:
+        return DevfreqRules(int(m.group(1)) >= 34, None, f"L4T {l4t} (no osrelease)")
+    return DevfreqRules(False, None, "kernel unknown: assumed Linux 4.9")
+
+
+def min_request_hz(table: Sequence[int], effective_min_hz: int) -> int:
+    """The minimum request behind an effective minimum (5.x): none (0) at the
+    table's lowest step; else the effective value (a request at least that high)."""
+    return 0 if effective_min_hz <= table[0] else effective_min_hz
+
+
+def max_request_hz(
+    table: Sequence[int], effective_max_hz: int, mode: Optional[ModeRange], mode_known: bool
+) -> int:
+    """The maximum request behind an effective maximum (5.x); 0 means none."""
+    if mode_known and mode is not None:
+        request = mode.ceiling_hz
+        if mode.ceiling_source.startswith("kernel"):
+            request = max(request, effective_max_hz)  # what the kernel applied, as read
+        if effective_max_hz > request:  # raised above the mode by hand: keep that
+            request = effective_max_hz
+        return 0 if request >= table[-1] else request
+    return 0 if effective_max_hz >= table[-1] else effective_max_hz
+
+
+def saved_limits(
+    rules: DevfreqRules,
+    table: Sequence[int],
+    effective: tuple[int, int],
+    mode: Optional[ModeRange],
+    mode_known: bool,
+) -> dict[str, Any]:
+    """The limit fields of a saved state: the effective range as read, plus on 5.x
+    kernels the requests to write back."""
+    lo, hi = effective
+    state: dict[str, Any] = {"min_freq_hz": lo, "max_freq_hz": hi, "pm_qos": rules.qos}
+    if rules.qos:
+        state["min_request_hz"] = min_request_hz(table, lo)
+        state["max_request_hz"] = max_request_hz(table, hi, mode, mode_known)
+    return state
