@@ -63,7 +63,8 @@ def test_plain_table(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["NAME", "BACKEND", "FREQUENCIES"]
     assert "jetson: NVIDIA Jetson Nano Developer Kit, L4T R32.7.1" in out
-    assert "mode 1 5W (GPU cap 640 MHz" in out
+    assert "mode 1 5W (GPU MAX_FREQ 640 MHz in its conf" in out
+    assert "power mode allows: 76.8 .. 614.4 MHz (ceiling: kernel max_freq" in out
     assert "76.8 .. 614.4 (8 steps)" in out  # the 5W mode's steps
     assert "SIMULATED" in out
 

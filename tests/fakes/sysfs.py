@@ -80,9 +80,15 @@ class FakeTree:
         }
 
     def snapshot(self) -> dict[str, str]:
-        """Every file of the GPU's devfreq node and device, and the kernel's requests:
-        what a lock/restore round trip must leave as it was."""
-        files = {p.name: p.read_text() for p in sorted(self.devfreq.iterdir()) if p.is_file()}
+        """Every file of the GPU's devfreq node, its railgate_enable and the kernel's
+        requests: what a lock/restore round trip must leave as it was. cur_freq and
+        target_freq are left out: they are the governor's reading of the moment (idle
+        before a run, wherever the load left it after), not settings."""
+        files = {
+            p.name: p.read_text()
+            for p in sorted(self.devfreq.iterdir())
+            if p.is_file() and p.name not in ("cur_freq", "target_freq")
+        }
         if self.railgate is not None:
             files["railgate_enable"] = self.railgate.read_text()
         state = load_state(self.root)

@@ -60,14 +60,9 @@ def _jetson_lines(info: Any) -> list[str]:
         f"{info.name}: {d.get('board') or 'unknown board'}, L4T {d.get('l4t') or '?'}, "
         f"GPU {d.get('gpu') or '?'} ({d.get('devfreq_node')})"
     ]
-    nvp = d.get("nvpmodel")
-    if nvp:
-        cap = nvp.get("gpu_max_freq_mhz")
-        lines.append(
-            f"  nvpmodel: mode {nvp.get('mode_id')} {nvp.get('mode_name') or '?'} "
-            f"({'GPU cap ' + format(cap, 'g') + ' MHz' if cap else 'no GPU cap'}; "
-            f"from {nvp.get('source')})"
-        )
+    lines += _mode_lines(d)
+    if d.get("gpu_woken"):
+        lines.append(f"  note: {d['gpu_woken']}")
     power = d.get("power") or {}
     if power.get("rails"):
         rails = ", ".join(f"{k} ({v})" for k, v in power["rails"].items())
@@ -81,7 +76,27 @@ def _jetson_lines(info: Any) -> list[str]:
         f"{d.get('max_freq_mhz'):g}), governor {d.get('governor')}, railgate_enable "
         f"{d.get('railgate_enable')}"
     )
+    if d.get("devfreq_limits"):
+        lines.append(f"  min_freq/max_freq: {d['devfreq_limits']}")
     return lines
+
+
+def _mode_lines(d: dict[str, Any]) -> list[str]:
+    """The power mode: what its conf says, and the steps it allows (floor, ceiling)."""
+    nvp = d.get("nvpmodel")
+    if not nvp:
+        return ["  nvpmodel: none found (all table steps offered)"]
+    conf = []
+    if nvp.get("gpu_max_freq_mhz"):
+        conf.append(f"GPU MAX_FREQ {nvp['gpu_max_freq_mhz']:g} MHz")
+    if nvp.get("gpu_min_freq_mhz"):
+        conf.append(f"MIN_FREQ {nvp['gpu_min_freq_mhz']:g} MHz")
+    return [
+        f"  nvpmodel: mode {nvp.get('mode_id')} {nvp.get('mode_name') or '?'} "
+        f"({'; '.join(conf) or 'no GPU cap'} in its conf; from {nvp.get('source')})",
+        f"  power mode allows: {nvp.get('floor_mhz'):g} .. {nvp.get('ceiling_mhz'):g} MHz "
+        f"(ceiling: {nvp.get('ceiling_from')})",
+    ]
 
 
 def _nvml_lines(info: Any) -> list[str]:
