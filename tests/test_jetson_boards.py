@@ -174,7 +174,7 @@ def test_thor_is_not_supported_in_one_line(tmp_path: Path, capsys) -> None:
     with pytest.raises(JetsonUnavailable, match="Jetson Thor .* not supported"):
         JetsonDevice(tmp_path, nvpmodel_runner=None)
     assert main(["devices", "--no-nvml", "--sysfs-root", str(tmp_path)]) == 0
-    assert "jetson: Jetson Thor (JetPack 7: GPU devfreq domain gpu-gpc-0" in (
+    assert "jetson: Jetson Thor (JetPack 7: GPU devfreq domain gpu-gpc-0, no INA3221" in (
         capsys.readouterr().out)  # fmt: skip
     assert main(["restore", "--device", "jetson", "--sysfs-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
@@ -263,5 +263,21 @@ def test_rules_follow_the_kernel(tmp_path: Path) -> None:
 
 
 def test_no_gpu_at_all_is_still_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DeviceError, match="no Jetson GPU under"):
+        JetsonDevice(tmp_path, nvpmodel_runner=None)
+
+
+def test_another_socs_gpu_devfreq_is_not_a_jetson(tmp_path: Path) -> None:
+    """A Rockchip board's Mali also sits at /sys/class/devfreq/ff9a0000.gpu."""
+    dev = tmp_path / "sys/devices/platform/ff9a0000.gpu"
+    node = dev / "devfreq/ff9a0000.gpu"
+    node.mkdir(parents=True)
+    (node / "available_frequencies").write_text("200000000 800000000\n")
+    (tmp_path / "of").mkdir()
+    (tmp_path / "of/compatible").write_bytes(b"rockchip,rk3399-mali\0arm,mali-t860\0")
+    (dev / "of_node").symlink_to(tmp_path / "of")
+    (node / "device").symlink_to(dev)
+    (tmp_path / "sys/class/devfreq").mkdir(parents=True)
+    (tmp_path / "sys/class/devfreq/ff9a0000.gpu").symlink_to(node)
     with pytest.raises(DeviceError, match="no Jetson GPU under"):
         JetsonDevice(tmp_path, nvpmodel_runner=None)

@@ -243,8 +243,8 @@ def build_orin_nano(
 
 
 def build_thor(root: Path) -> Path:
-    """Jetson AGX Thor, L4T R38 (JetPack 7): GPC devfreq domain gpu-gpc-0 and no
-    INA3221 (jetson_stats jtop/core/hw_detect.py, thor_gpu.py; INA238 monitors)."""
+    """Jetson AGX Thor, L4T R38 (JetPack 7): GPC devfreq domain gpu-gpc-0 (jetson_stats
+    jtop/core/hw_detect.py, gpu.py THOR_GPC) and no INA3221; other files illustrative."""
     root = Path(root)
     d = root / "sys/devices/platform/gpu-gpc-0/devfreq/gpu-gpc-0"
     for attr, value in (("cur_freq", "1575000000"), ("min_freq", "0"), ("max_freq", "1575000000")):

@@ -46,7 +46,7 @@ def no_gpu_error(root: Path) -> DeviceError:
 
 def thor_error(node: Path) -> JetsonUnavailable:
     return JetsonUnavailable(
-        f"Jetson Thor (JetPack 7: GPU devfreq domain {node.name}, INA238 power monitors) "
+        f"Jetson Thor (JetPack 7: GPU devfreq domain {node.name}, no INA3221 rails) "
         "is not supported by undercap's jetson backend; use a simulated device (sim:...) "
         "to plan, or nvml:<index> if NVML reports this GPU"
     )

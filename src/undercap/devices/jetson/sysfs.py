@@ -15,8 +15,8 @@ nvgpu driver (os/linux/sysfs.c, scale.c):
   jetson_clocks finds the GPU at /sys/devices/platform/gpu.0 by its
   of_node/compatible (nvidia,gv11b / gp10b / ga10b), writes 0 to railgate_enable and
   looks again. `find_gpu_device` finds the GPU in that state.
-* Thor (JetPack 7) has GPC devfreq domains `gpu-gpc-0` and INA238 monitors: not
-  supported here (jetson_stats jtop/core/hw_detect.py).
+* Thor (JetPack 7) has GPC devfreq domains `gpu-gpc-0` (jetson_stats
+  jtop/core/hw_detect.py) and no INA3221 rails: not supported here.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ GPU_OF_NAMES = frozenset({"gpu", "gp10b", "gv11b", "ga10b"})
 GPU_COMPATIBLES = frozenset(
     {"nvidia,gp10b", "nvidia,gv11b", "nvidia,ga10b", "nvidia,tegra210-gm20b", "nvidia,gm20b"}
 )
+#: any NVIDIA integrated GPU: nvidia,gm20b / gp10b / gv11b / ga10b, with or without a SoC
+_NVIDIA_IGPU = re.compile(r"^nvidia,(tegra\d+-)?g[a-z]\d+b$")
 #: Thor's GPU devfreq domains (JetPack 7)
 THOR_NODES = ("gpu-gpc-0", "gpu-nvd-0")
 
@@ -81,13 +83,14 @@ def read_dt_strings(path: Path) -> tuple[str, ...]:
 
 
 def _is_gpu(entry: Path) -> bool:
-    of_names = read_dt_strings(entry / "device" / "of_node" / "name")
+    """A Jetson GPU's devfreq node. Where the device tree names the device, its
+    compatible must be an NVIDIA integrated GPU's (another SoC's `ff9a0000.gpu`, a
+    Mali, is not one); else the node name or of_node name decides."""
     compatible = read_dt_strings(entry / "device" / "of_node" / "compatible")
-    return (
-        entry.name.endswith(GPU_NODE_SUFFIXES)
-        or bool(of_names and of_names[0] in GPU_OF_NAMES)
-        or bool(GPU_COMPATIBLES.intersection(compatible))
-    )
+    if compatible:
+        return any(_NVIDIA_IGPU.match(c) for c in compatible)
+    of_names = read_dt_strings(entry / "device" / "of_node" / "name")
+    return entry.name.endswith(GPU_NODE_SUFFIXES) or bool(of_names and of_names[0] in GPU_OF_NAMES)
 
 
 def find_gpu_devfreq(root: Union[str, Path] = "/") -> Optional[DevfreqNode]:
