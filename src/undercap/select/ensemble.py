@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+import typing
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
@@ -45,7 +45,8 @@ from undercap.select.core import OURS, Choice, _check_relative, _select, per_bat
 ENSEMBLE = "ensemble"
 #: regrets closer than this are a tie (floating-point noise in t * r ratios)
 TIE_TOL = 1e-12
-Proxies = Mapping[str, Mapping[int, float]]  # proxy name -> r(b)
+# typing's Mapping: a subscripted collections.abc.Mapping fails at runtime on Python 3.8
+Proxies = typing.Mapping[str, typing.Mapping[int, float]]  # proxy name -> r(b)
 
 
 @dataclass(frozen=True)
