@@ -1,14 +1,20 @@
-"""The efficiency artifact `undercap.efficiency/1`: N(b) per seed and r(b) on a proxy.
+"""The efficiency artifact `undercap.efficiency/1`: N(b) per seed and r(b) on a proxy;
+and `undercap.efficiency-set/1`: several proxies' estimates in one file.
 
 r(b) = N(b) / N(b_max) with relative[str(max b)] == 1.0; a batch size that never
 reached the target has null runs and no `relative` entry, so it is excluded from
 selection visibly. Loading validates all of it. No torch import.
+
+The set is `{"schema": "undercap.efficiency-set/1", "model": str, "proxies": [{"name":
+str, "efficiency": <an undercap.efficiency/1 object>}, ...]}`: each member is a whole
+single-proxy artifact, unchanged, so one can be cut out and used alone; names are
+distinct. `load_efficiencies` reads either schema (a single artifact is a set of one).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -17,6 +23,7 @@ from undercap.artifacts.io import PathLike, check_schema, finite, load_json, sav
 from undercap.errors import ArtifactError
 
 EFFICIENCY_SCHEMA = "undercap.efficiency/1"
+EFFICIENCY_SET_SCHEMA = "undercap.efficiency-set/1"
 
 
 @dataclass(frozen=True)
@@ -138,8 +145,110 @@ def _check_relative(
 
 
 def load_efficiency(path: PathLike) -> Efficiency:
-    return Efficiency.from_dict(load_json(path, what="efficiency"), path)
+    obj = load_json(path, what="efficiency")
+    if isinstance(obj, dict) and obj.get("schema") == EFFICIENCY_SET_SCHEMA:
+        n = len(obj.get("proxies") or [])
+        raise ArtifactError(
+            f"{path} holds {n} proxies' estimates (an efficiency set); give it where several "
+            "proxies are accepted (select/run/compare --efficiency), or load_efficiencies()"
+        )
+    return Efficiency.from_dict(obj, path)
 
 
 def save_efficiency(path: PathLike, eff: Efficiency) -> Path:
     return save_json(path, eff.to_dict())
+
+
+# --- several proxies ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EfficiencySet:
+    """Several proxies' estimates of one model, each under a distinct name."""
+
+    names: tuple[str, ...]
+    members: tuple[Efficiency, ...]
+
+    def __post_init__(self) -> None:
+        if not self.members or len(self.names) != len(self.members):
+            raise ArtifactError("an efficiency set needs one name per member, and a member")
+        if len(set(self.names)) != len(self.names):
+            raise ArtifactError(f"efficiency set: proxy names {list(self.names)} repeat")
+        models = sorted({e.model for e in self.members})
+        if len(models) > 1:
+            raise ArtifactError(
+                f"efficiency set mixes models {models}; estimate every proxy for one model"
+            )
+
+    @property
+    def model(self) -> str:
+        return self.members[0].model
+
+    @property
+    def relatives(self) -> dict[str, dict[int, float]]:
+        """name -> r(b), what select.ensemble takes."""
+        return {n: dict(e.relative) for n, e in zip(self.names, self.members)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": EFFICIENCY_SET_SCHEMA,
+            "model": self.model,
+            "proxies": [
+                {"name": n, "efficiency": e.to_dict()} for n, e in zip(self.names, self.members)
+            ],
+        }
+
+    @classmethod
+    def of(cls, members: Sequence[Efficiency]) -> EfficiencySet:
+        """A set named by `proxy_names`."""
+        return cls(proxy_names(members), tuple(members))
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<efficiency>") -> EfficiencySet:
+        if obj.get("schema") == EFFICIENCY_SCHEMA:
+            eff = Efficiency.from_dict(obj, path)
+            return cls(proxy_names([eff]), (eff,))
+        check_schema(obj, EFFICIENCY_SET_SCHEMA, path)
+        items = obj.get("proxies")
+        if not isinstance(items, list) or not items:
+            raise ArtifactError(f"{path}: 'proxies' must be a non-empty list")
+        names, members = [], []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or "efficiency" not in item:
+                raise ArtifactError(f"{path}: proxies[{i}] needs 'name' and 'efficiency'")
+            members.append(Efficiency.from_dict(item["efficiency"], f"{path}: proxies[{i}]"))
+            names.append(str(item.get("name") or members[-1].dataset))
+        return cls(tuple(names), tuple(members))
+
+
+def proxy_names(members: Sequence[Efficiency]) -> tuple[str, ...]:
+    """Distinct readable names: the dataset, plus its subset and split seed where the
+    estimate's config has them, plus #k where those still repeat."""
+    base = []
+    for e in members:
+        cfg = e.extra.get("config") or {}
+        extra = [f"{cfg['limit']}-sample subset"] if cfg.get("limit") else []
+        extra += [f"split seed {cfg['data_seed']}"] if cfg.get("data_seed") else []
+        base.append(e.dataset + (f" [{', '.join(extra)}]" if extra else ""))
+    return tuple(
+        n if base.count(n) == 1 else f"{n} #{base[:i].count(n) + 1}" for i, n in enumerate(base)
+    )
+
+
+def load_efficiencies(paths: Sequence[PathLike]) -> EfficiencySet:
+    """Every proxy in these files (single artifacts or sets), as one set; names are
+    made distinct again across files."""
+    members: list[Efficiency] = []
+    names: list[str] = []
+    for path in paths:
+        one = EfficiencySet.from_dict(load_json(path, what="efficiency"), path)
+        members += one.members
+        names += one.names
+    if len(set(names)) != len(names):
+        names = list(proxy_names(members))
+    return EfficiencySet(tuple(names), tuple(members))
+
+
+def save_efficiency_set(path: PathLike, effs: EfficiencySet) -> Path:
+    """One proxy: the single-proxy artifact (unchanged format); several: the set."""
+    if len(effs.members) == 1:
+        return save_efficiency(path, effs.members[0])
+    return save_json(path, effs.to_dict())

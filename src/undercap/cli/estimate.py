@@ -34,13 +34,18 @@ def seeds_arg(text: str) -> list[int]:
     return seeds
 
 
-def _add_data_args(p: argparse.ArgumentParser, *, default: Optional[str]) -> None:
+def _add_data_args(
+    p: argparse.ArgumentParser, *, default: Optional[str], several: bool = False
+) -> None:
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument(
         "--dataset",
-        default=default,
+        action="append" if several else "store",
+        default=None if several else default,
         required=default is None,
-        help=DATA_HELP + (f" (default {default})" if default else ""),
+        help=DATA_HELP
+        + (f" (default {default})" if default else "")
+        + ("; repeat it for several proxies: one artifact holds them all" if several else ""),
     )
     p.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
     p.add_argument(
@@ -134,7 +139,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "artifact. Finished runs are kept in the work dir, so an interrupted "
         "estimate resumes where it stopped.",
     )
-    _add_data_args(e, default="digits")
+    _add_data_args(e, default="digits", several=True)
     e.add_argument(
         "--batch-sizes",
         type=int_list,
@@ -219,11 +224,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_plot_efficiency)
 
 
-def _data_spec(args: argparse.Namespace) -> Any:
+def _data_spec(args: argparse.Namespace, dataset: Optional[str] = None) -> Any:
     from undercap.data.spec import DataSpec
 
     return DataSpec(
-        dataset=args.dataset,
+        dataset=dataset or args.dataset,
         data_dir=args.data_dir,
         input_shape=args.input_shape,
         context=args.context,
@@ -266,15 +271,27 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from undercap.artifacts import save_efficiency
-    from undercap.estimate import EstimateConfig, estimate
+    from undercap.artifacts.efficiency import EfficiencySet, save_efficiency_set
     from undercap.report.text import estimate_summary
 
     if args.target_accuracy is None and args.target_fraction is None:
         args.target_fraction = defaults.ESTIMATE_TARGET_FRACTION
+    work_dir = args.work_dir or Path(str(args.output) + ".runs")
+    effs = [_estimate_one(args, name, work_dir) for name in args.dataset or ["digits"]]
+    save_efficiency_set(args.output, EfficiencySet.of(effs))  # one: undercap.efficiency/1
+    print("\n".join(estimate_summary(eff) for eff in effs))
+    several = f"{len(effs)} proxies' estimates, " if len(effs) > 1 else ""
+    print(f"  wrote {args.output} ({several}runs cached in {work_dir})")
+    return 0
+
+
+def _estimate_one(args: argparse.Namespace, dataset: str, work_dir: Path) -> Any:
+    """One proxy's estimate (several share the work dir: runs are keyed by their data)."""
+    from undercap.estimate import EstimateConfig, estimate
+
     cfg = EstimateConfig(
         model=args.model,
-        data=_data_spec(args),
+        data=_data_spec(args, dataset),
         batch_sizes=tuple(args.batch_sizes),
         seeds=tuple(args.seeds),
         target_accuracy=args.target_accuracy,
@@ -291,8 +308,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         loss=args.loss,
         metric=args.metric,
     )
-    work_dir = args.work_dir or Path(str(args.output) + ".runs")
-    eff = estimate(
+    return estimate(
         cfg,
         cache_dir=work_dir,
         jobs=args.jobs,
@@ -301,10 +317,6 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         threads=args.threads,
     )
-    save_efficiency(args.output, eff)
-    print(estimate_summary(eff))
-    print(f"  wrote {args.output} (runs cached in {work_dir})")
-    return 0
 
 
 def cmd_plot_efficiency(args: argparse.Namespace) -> int:

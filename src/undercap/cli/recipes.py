@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from undercap import defaults
+from undercap.cli import rules as R
 from undercap.cli.common import (
     DATA_HELP,
     MODEL_HELP,
@@ -67,16 +68,17 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
         default=64,
         help="characters per sequence for text (default 64)",
     )
+    per_proxy_types = R.proxy_limit_types()  # proxies: one value, or one per --proxy
     for role in ("proxy", "target", "pretrain"):
         g.add_argument(
             f"--{role}-limit",
-            type=positive_int,
+            type=per_proxy_types["limit"] if role == "proxy" else positive_int,
             default=None,
             help=f"use a class-balanced subset of this many {role} training samples",
         )
         g.add_argument(
             f"--{role}-split-seed",
-            type=int,
+            type=per_proxy_types["split_seed"] if role == "proxy" else int,
             default=0,
             help=f"seed of the {role} train/test split and subset (default 0)",
         )
@@ -170,9 +172,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_device_args(r)
     _add_data_args(r)
-    r.add_argument(
-        "--proxy", default=None, help="dataset r(b) is estimated on (not needed with --efficiency)"
-    )
+    R.add_proxy_arg(r, required=False)
     r.add_argument(
         "--power-limit",
         type=power_limit,
@@ -194,7 +194,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="proxy target as a fraction of the largest batch's best accuracy",
     )
-    r.add_argument("--efficiency", default=None, help="reuse this efficiency artifact")
+    R.add_efficiency_arg(r)
     r.add_argument("--profile", default=None, help="reuse this profile")
     r.add_argument(
         "--full-profile",
@@ -216,7 +216,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_device_args(c)
     _add_data_args(c)
-    c.add_argument("--proxy", required=True, help="dataset r(b) is estimated on")
+    R.add_proxy_arg(c, required=True)
     c.add_argument(
         "--power-limits",
         type=power_limits,
@@ -277,8 +277,8 @@ def _check_common(args: argparse.Namespace) -> None:
     model_spec(args.model)  # an unknown model fails here, before any work
     for name in ("target", "proxy", "pretrain"):
         spec = getattr(args, name, None)
-        if spec is not None:
-            parse_spec(spec)  # a bad spec fails here, before any work
+        for one in spec if isinstance(spec, list) else [spec] if spec is not None else []:
+            parse_spec(one)  # a bad spec fails here, before any work
     if args.pretrain and args.pretrained:
         raise UndercapError("give either --pretrain or --pretrained, not both")
     if args.pretrained and not Path(args.pretrained).is_file():
@@ -334,7 +334,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = RunConfig(
         device=args.device,
         model=args.model,
-        proxy=_spec(args, "proxy", args.proxy) if args.proxy else None,
+        **R.proxy_fields(args),
         target=_spec(args, "target", args.target),
         power_limit_w=None if args.power_limit is False else args.power_limit,
         setup=_setup(args),
@@ -348,14 +348,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         poll_s=args.poll_s,
         estimate_seeds=tuple(args.estimate_seeds or (0, 1, 2)),
         seed=args.seed,
-        efficiency=args.efficiency,
         profile=args.profile,
         pretrain_source=_spec(args, "pretrain", args.pretrain) if args.pretrain else None,
         pretrain_samples=args.pretrain_samples,
         full_profile=args.full_profile,
         cache_dir=str(args.cache_dir) if args.cache_dir else None,
         device_options=_device_options(args),
-        rule=args.rule,
+        rule=R.resolve_rule(args.rule, len(args.proxy or args.efficiency or []) > 1),
         gns_check=args.gns_check,
         gns_budget=args.gns_budget,
         power_margin_w=args.power_margin_w,
@@ -374,7 +373,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cfg = CompareConfig(
         device=args.device,
         model=args.model,
-        proxy=_spec(args, "proxy", args.proxy),
+        **R.proxy_fields(args, single=True),
         target=_spec(args, "target", args.target),
         power_limits_w=tuple(args.power_limits),
         setup=_setup(args),

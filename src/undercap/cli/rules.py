@@ -1,12 +1,17 @@
 """`undercap run`'s selection rule and on-device cross-check of r(b) options
-(recipes/gns_check.py, select/robust.py)."""
+(recipes/gns_check.py, select/robust.py), and several proxies' options (`--proxy`
+repeated, select/ensemble.py)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable, Optional
 
 from undercap import defaults
-from undercap.cli.common import fraction
+from undercap.cli.common import fraction, positive_int
+from undercap.select.ensemble import ENSEMBLE
+
+RULES = ("paper", "spread", "gns", ENSEMBLE)
 
 
 def add_rule_args(p: argparse.ArgumentParser) -> None:
@@ -14,11 +19,13 @@ def add_rule_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("selection rule and the r(b) cross-check")
     g.add_argument(
         "--rule",
-        choices=("paper", "spread", "gns"),
-        default=defaults.SELECTION_RULE,
+        choices=RULES,
+        default=None,
         help="which rule picks the trained (b, f): paper = Algorithm 1; spread = the smallest "
         "worst case over r(b)'s seeds among the choices within the noise; gns = r(b) corrected "
-        f"by the gradient noise scale measured on the target (default {defaults.SELECTION_RULE})",
+        "by the gradient noise scale measured on the target; ensemble = Algorithm 1 on the "
+        "median r(b) over several proxies (default: ensemble with several proxies, else "
+        f"{defaults.SELECTION_RULE})",
     )
     g.add_argument(
         "--gns-check",
@@ -26,7 +33,7 @@ def add_rule_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         default=defaults.GNS_CHECK,
         help="measure the gradient noise scale on the target before training and show it "
-        "beside r(b) (default on)",
+        "beside r(b) (default on; one proxy only)",
     )
     g.add_argument("--no-gns-check", dest="gns_check", action="store_false")
     g.add_argument(
@@ -37,3 +44,108 @@ def add_rule_args(p: argparse.ArgumentParser) -> None:
         help="the probe's device time at most this fraction of the predicted training time "
         f"(default {defaults.GNS_BUDGET_FRACTION:g}); skipped when its smallest form does not fit",
     )
+
+
+def resolve_rule(rule: Optional[str], several: bool) -> str:
+    """--rule's default: ensemble with several proxies (benchmarks/results/matrix), the
+    paper's rule with one; the ensemble of one proxy is Algorithm 1."""
+    if rule is None:
+        return ENSEMBLE if several else defaults.SELECTION_RULE
+    return "paper" if rule == ENSEMBLE and not several else rule
+
+
+def per_proxy(parse: Callable[[str], int]) -> Callable[[str], list[int]]:
+    """'360' (every proxy) or '300,360,400' (one per --proxy, in order)."""
+
+    def parse_list(text: str) -> list[int]:
+        items = [t for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"{text!r}: give a number, or one per --proxy")
+        return [parse(t) for t in items]
+
+    parse_list.__name__ = parse.__name__  # argparse names the type in its errors
+    return parse_list
+
+
+def split_seed(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
+
+
+def proxy_limit_types() -> dict[str, Any]:
+    """The types of --proxy-limit and --proxy-split-seed: one value or one per proxy."""
+    return {"limit": per_proxy(positive_int), "split_seed": per_proxy(split_seed)}
+
+
+def _nth(values: Any, i: int, n: int, flag: str) -> Any:
+    """The i-th proxy's value of a per-proxy option (one value: every proxy's)."""
+    if not isinstance(values, list):
+        return values
+    if len(values) == 1:
+        return values[0]
+    if len(values) != n:
+        from undercap.errors import UndercapError
+
+        raise UndercapError(f"{flag} has {len(values)} values for {n} proxies; give 1 or {n}")
+    return values[i]
+
+
+def proxy_specs(args: argparse.Namespace, proxies: Optional[list[str]]) -> list[Any]:
+    """A DataSpec per --proxy, with its own --proxy-limit and --proxy-split-seed."""
+    from undercap.data.spec import DataSpec
+
+    n = len(proxies or [])
+    return [
+        DataSpec(
+            dataset=name,
+            data_dir=args.data_dir,
+            input_shape=args.input_shape,
+            context=args.context,
+            limit=_nth(args.proxy_limit, i, n, "--proxy-limit"),
+            seed=_nth(args.proxy_split_seed, i, n, "--proxy-split-seed"),
+        )
+        for i, name in enumerate(proxies or [])
+    ]
+
+
+def add_proxy_arg(p: argparse.ArgumentParser, *, required: bool) -> None:
+    """--proxy, repeatable (run and compare)."""
+    p.add_argument(
+        "--proxy",
+        action="append",
+        required=required,
+        default=None,
+        help="dataset r(b) is estimated on"
+        + ("" if required else " (not needed with --efficiency)")
+        + "; repeat it for several proxies (then the ensemble rule: Algorithm 1 on the median "
+        "r(b); --proxy-limit and --proxy-split-seed take one value or one per proxy)",
+    )
+
+
+def add_efficiency_arg(p: argparse.ArgumentParser) -> None:
+    """run's --efficiency, repeatable."""
+    p.add_argument(
+        "--efficiency",
+        action="append",
+        default=None,
+        help="reuse this efficiency artifact; repeat it (or give an efficiency set) for "
+        "several proxies",
+    )
+
+
+def proxy_fields(args: argparse.Namespace, *, single: bool = False) -> dict[str, Any]:
+    """Run/CompareConfig's proxy fields: one proxy (or artifact) as before, several as
+    tuples. `single`: compare's (a proxy always, no artifacts)."""
+    specs = proxy_specs(args, args.proxy)
+    several = tuple(specs) if len(specs) > 1 else ()
+    if single:
+        return {"proxy": specs[0], "proxies": several}
+    effs = getattr(args, "efficiency", None) or []
+    return {
+        "proxy": specs[0] if len(specs) == 1 else None,
+        "proxies": several,
+        "efficiency": effs[0] if len(effs) == 1 else None,
+        "efficiencies": tuple(effs) if len(effs) > 1 else (),
+    }

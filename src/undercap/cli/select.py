@@ -20,7 +20,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--profile", type=Path, required=True, help="profile JSON (undercap profile)")
     p.add_argument(
-        "--efficiency", type=Path, required=True, help="efficiency JSON (undercap estimate)"
+        "--efficiency",
+        type=Path,
+        action="append",
+        required=True,
+        help="efficiency JSON (undercap estimate); repeat it, or give an efficiency set, for "
+        "several proxies: then the ensemble rule (Algorithm 1 on the median r(b)) chooses and "
+        "the summary shows each proxy's own choice and the regret under it",
     )
     p.add_argument(
         "--power-limit", type=positive_float, required=True, metavar="W", help="power cap in W"
@@ -48,17 +54,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_select(args: argparse.Namespace) -> int:
     from undercap.artifacts import load_efficiency, load_profile
-    from undercap.recipes.select import build_selection
+    from undercap.artifacts.efficiency import load_efficiencies
+    from undercap.errors import UndercapError
+    from undercap.recipes.ensemble import ensemble_selection, pooled_efficiency, several
     from undercap.report.text import selection_summary
 
     profile = load_profile(args.profile)
-    eff = load_efficiency(args.efficiency)
-    _same_model(profile, eff, args.profile, args.efficiency)
+    effs = load_efficiencies(args.efficiency)
+    for member in effs.members:
+        _same_model(profile, member, args.profile, ", ".join(map(str, args.efficiency)))
+    eff = pooled_efficiency(effs)  # several proxies: their median r(b) (recipes/ensemble.py)
+    if several(eff) and args.objective != "time":
+        raise UndercapError("several proxies rank time to accuracy only; use --objective time")
     proxy = eff
     if args.proxy_efficiency is not None:
         proxy = load_efficiency(args.proxy_efficiency)
         _same_model(profile, proxy, args.profile, args.proxy_efficiency)
-    selection = build_selection(
+    selection = ensemble_selection(
         profile,
         eff,
         args.power_limit,
@@ -68,11 +80,12 @@ def cmd_select(args: argparse.Namespace) -> int:
         energy_budget_j=args.energy_budget_j,
         margin_w=args.power_margin_w,
     )
-    result = selection.to_dict()
+    files = [str(f) for f in args.efficiency]
+    result, used = selection.to_dict(), files[0] if len(files) == 1 else files
     result.update(
         profile=str(args.profile),
-        efficiency=str(args.efficiency),
-        proxy_efficiency=str(args.proxy_efficiency or args.efficiency),
+        efficiency=used,
+        proxy_efficiency=str(args.proxy_efficiency) if args.proxy_efficiency else used,
     )
     if args.json:
         print_json(result)
@@ -104,7 +117,7 @@ def add_margin_arg(p: Any) -> None:
     )
 
 
-def _same_model(profile: Any, eff: Any, profile_path: Path, eff_path: Path) -> None:
+def _same_model(profile: Any, eff: Any, profile_path: Path, eff_path: Any) -> None:
     from undercap.errors import ArtifactError
 
     if profile.model != eff.model:

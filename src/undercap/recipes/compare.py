@@ -37,7 +37,7 @@ from undercap.artifacts.comparison import (
     limit_label,
     limit_sort_key,
 )
-from undercap.artifacts.efficiency import save_efficiency
+from undercap.artifacts.efficiency import EfficiencySet, save_efficiency, save_efficiency_set
 from undercap.artifacts.io import save_json
 from undercap.artifacts.profile import Profile, save_profile
 from undercap.artifacts.provenance import provenance
@@ -53,6 +53,7 @@ from undercap.recipes.common import (
     stderr_log,
     with_pretrained,
 )
+from undercap.recipes.ensemble import as_set, pooled_efficiency
 
 #: (batch_size, freq_mhz, seed, power_limit_w) -> the run (method fields filled later)
 TrainFn = Callable[[int, float, int, Optional[float]], RunRecord]
@@ -78,6 +79,7 @@ class CompareConfig:
     cache_dir: Optional[str] = None  # shared cache (profiles, estimates); default out/cache
     device_options: dict[str, Any] = field(default_factory=dict)  # open_device kwargs
     power_margin_w: Optional[float] = None  # safety margin for every row; None: measured
+    proxies: tuple[DataSpec, ...] = ()  # several proxies (replace `proxy`): ours = ensemble rule
 
     def validate(self) -> None:
         if not self.power_limits_w:
@@ -206,7 +208,7 @@ def run_comparison(
         log=log,
     )
     eff_proxy, eff_target = _estimates(cfg, setup, cache, progress, log)
-    save_efficiency(out / "efficiency-proxy.json", eff_proxy)
+    save_efficiency_set(out / "efficiency-proxy.json", as_set(eff_proxy))  # several: a set
     save_efficiency(out / "efficiency-target.json", eff_target)
     _save_selections(out, profile, eff_proxy, cfg.power_limits_w, safe, cfg.power_margin_w)
     rel = (eff_proxy.relative, eff_target.relative)
@@ -218,7 +220,7 @@ def run_comparison(
         device=cfg.device,
         simulated=simulated,
         model=cfg.model,
-        proxy=cfg.proxy.label,
+        proxy=" + ".join(p.label for p in cfg.proxies or (cfg.proxy,)),
         target=cfg.target.label,
         target_accuracy=eff_target.target_accuracy,
         power_limits_w=tuple(cfg.power_limits_w),
@@ -263,11 +265,13 @@ def _save_selections(
     """Ours for every limit as a selection artifact (`train --from-selection` reads it):
     selection-<limit>.json, e.g. selection-3.5W.json, selection-none.json."""
     from undercap.artifacts.selection import save_selection
-    from undercap.recipes.select import build_selection
+    from undercap.recipes.ensemble import ensemble_selection  # one proxy: build_selection
 
     for lim in limits:
         name = "none" if lim is None else f"{lim:g}W"
-        sel = build_selection(profile, eff_proxy, lim, safe_freq_mhz=safe[lim], margin_w=margin_w)
+        sel = ensemble_selection(
+            profile, eff_proxy, lim, safe_freq_mhz=safe[lim], margin_w=margin_w
+        )
         save_selection(out / f"selection-{name}.json", sel)
 
 
@@ -291,22 +295,21 @@ def _estimates(
 ) -> tuple[Any, Any]:
     seeds = cfg.estimate_seeds or cfg.seeds
     proxy_acc = cfg.proxy_accuracy if cfg.proxy_accuracy is not None else cfg.target_accuracy
-    common = {"seeds": seeds, "cache": cache, "progress": progress, "log": log}
-    eff_proxy = estimate_efficiency(
-        setup,
-        cfg.proxy,
-        target_accuracy=proxy_acc,
-        target_fraction=None if proxy_acc is not None else cfg.target_fraction,
-        role="proxy",
-        **common,
-    )
+    common = {"seeds": seeds, "cache": cache, "progress": progress, "log": log, "role": "proxy"}
+    proxy_fraction = None if proxy_acc is not None else cfg.target_fraction
+    effs = [
+        estimate_efficiency(
+            setup, spec, target_accuracy=proxy_acc, target_fraction=proxy_fraction, **common
+        )
+        for spec in cfg.proxies or (cfg.proxy,)
+    ]
+    eff_proxy = pooled_efficiency(EfficiencySet.of(effs))  # several: the median r(b)
     eff_target = estimate_efficiency(
         setup,
         cfg.target,
         target_accuracy=cfg.target_accuracy,
         target_fraction=cfg.target_fraction,
-        role="target",
-        **common,
+        **dict(common, role="target"),
     )
     return eff_proxy, eff_target
 

@@ -5,7 +5,7 @@ profile (or reuse) the device -> estimate (or reuse) r(b) on the proxy -> select
 power limit -> one results folder:
 
     profile.json     the (b, f) lookup table used
-    efficiency.json  r(b) on the proxy used
+    efficiency.json  r(b) on the proxy used (several proxies: undercap.efficiency-set/1)
     selection.json   the choice (undercap.selection/1), every candidate, exclusions,
                      baselines, and how to train: `undercap train --from-selection`
                      repeats the run from it
@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.cache import Cache
-from undercap.artifacts.efficiency import Efficiency, load_efficiency, save_efficiency
+from undercap.artifacts.efficiency import Efficiency, EfficiencySet, save_efficiency_set
 from undercap.artifacts.io import write_atomic
 from undercap.artifacts.profile import Profile, save_profile
 from undercap.artifacts.selection import Selection, save_selection
@@ -35,6 +35,14 @@ from undercap.recipes.common import (
     estimate_efficiency,
     stderr_log,
     with_pretrained,
+)
+from undercap.recipes.ensemble import (
+    as_set,
+    check_several,
+    ensemble_selection,
+    load_pooled,
+    pooled_efficiency,
+    several,
 )
 from undercap.recipes.gns_check import apply_check, cross_check
 from undercap.recipes.profiling import complete, profile_stage, with_cost
@@ -57,6 +65,10 @@ class RunConfig:
     estimate_seeds: tuple[int, ...] = (0, 1, 2)
     seed: int = 0  # device training seed
     efficiency: Optional[str] = None  # reuse this efficiency artifact
+    # several proxies (recipes/ensemble.py: the ensemble rule): r(b) on each of these, or
+    # these artifacts (single-proxy or sets) reused; they replace `proxy`/`efficiency`
+    proxies: tuple[DataSpec, ...] = ()
+    efficiencies: tuple[str, ...] = ()
     profile: Optional[str] = None  # reuse this profile
     pretrain_source: Optional[DataSpec] = None
     pretrain_samples: Optional[int] = None
@@ -110,22 +122,12 @@ def run(
         progress=progress,
         log=log,
     )
-    eff = _efficiency(cfg, setup, cache, progress, log)
-    save_efficiency(out / "efficiency.json", eff)
+    eff = _efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
+    save_efficiency_set(out / "efficiency.json", as_set(eff))  # one proxy: efficiency/1
     profile = complete(cfg, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
     save_profile(out / "profile.json", profile)
     training = {**training_of(eff), **_training(cfg, setup)}
-    check = cross_check(cfg, setup, profile, eff, limit, cache)  # r(b) vs the noise scale
-    selection = build_selection(
-        profile,
-        eff,
-        limit,
-        training=training,
-        objective=cfg.objective,
-        energy_budget_j=cfg.energy_budget_j,
-        margin_w=cfg.power_margin_w,
-    )
-    selection = apply_check(selection, check)  # the rule's choice (paper: unchanged)
+    selection = _selection(cfg, setup, profile, eff, limit, cache, training)
     save_selection(out / "selection.json", selection)
     log(
         f"selected batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
@@ -147,6 +149,34 @@ def run(
     text = run_summary(cfg, profile, eff, selection, result)
     write_atomic(out / "summary.md", text)
     return RunResult(profile, eff, selection, result, text)
+
+
+def _selection(
+    cfg: RunConfig,
+    setup: TrainingSetup,
+    profile: Profile,
+    eff: Efficiency,
+    limit: Optional[float],
+    cache: Cache,
+    training: dict[str, Any],
+) -> Selection:
+    """The rule's choice: the ensemble rule with several proxies (recipes/ensemble.py;
+    the noise-scale check compares one proxy's r(b)), else Algorithm 1 with the check."""
+    if several(eff):
+        return ensemble_selection(
+            profile, eff, limit, training=training, margin_w=cfg.power_margin_w
+        )
+    check = cross_check(cfg, setup, profile, eff, limit, cache)  # r(b) vs the noise scale
+    selection = build_selection(
+        profile,
+        eff,
+        limit,
+        training=training,
+        objective=cfg.objective,
+        energy_budget_j=cfg.energy_budget_j,
+        margin_w=cfg.power_margin_w,
+    )
+    return apply_check(selection, check)  # the rule's choice (paper: unchanged)
 
 
 def _plot_schedule(result: TrainResult, budget: Any, path: Path, log: Log) -> None:
@@ -207,31 +237,36 @@ def _first_limit(cfg: RunConfig, budget: Optional[Budget], profile: Profile) -> 
 def _efficiency(
     cfg: RunConfig, setup: TrainingSetup, cache: Cache, progress: bool, log: Log
 ) -> Efficiency:
-    if cfg.efficiency:
-        eff = load_efficiency(cfg.efficiency)
-        if eff.model != cfg.model:
-            raise UndercapError(
-                f"efficiency {cfg.efficiency} is of {eff.model}, not {cfg.model}; "
-                "estimate it for this model"
-            )
-        log(f"reusing r(b) from {cfg.efficiency} ({eff.dataset})")
+    """r(b) on the proxy; several proxies pooled (recipes/ensemble.py), and checked
+    before any estimate runs."""
+    check_several(cfg)
+    paths = cfg.efficiencies or ((cfg.efficiency,) if cfg.efficiency else ())
+    if paths:
+        eff = load_pooled(paths, cfg.model)
+        check_several(cfg, eff)  # one file may hold several proxies
+        log(f"reusing r(b) from {', '.join(paths)} ({eff.dataset})")
         return eff
-    if cfg.proxy is None:
+    specs = cfg.proxies or ((cfg.proxy,) if cfg.proxy is not None else ())
+    if not specs:
         raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
     acc = cfg.proxy_accuracy
     if acc is None and cfg.proxy_fraction is None:
         acc = cfg.target_accuracy
-    return estimate_efficiency(
-        setup,
-        cfg.proxy,
-        seeds=cfg.estimate_seeds,
-        target_accuracy=acc,
-        target_fraction=None if acc is not None else cfg.proxy_fraction,
-        cache=cache,
-        role="proxy",
-        progress=progress,
-        log=log,
-    )
+    effs = [
+        estimate_efficiency(
+            setup,
+            spec,
+            seeds=cfg.estimate_seeds,
+            target_accuracy=acc,
+            target_fraction=None if acc is not None else cfg.proxy_fraction,
+            cache=cache,
+            role="proxy",
+            progress=progress,
+            log=log,
+        )
+        for spec in specs
+    ]
+    return pooled_efficiency(EfficiencySet.of(effs))
 
 
 def _train(

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from undercap.artifacts.efficiency import Efficiency
 from undercap.artifacts.profile import Profile
 from undercap.artifacts.train_result import TrainResult
+from undercap.report.ensemble import ensemble_lines
 from undercap.report.profiling import cost_lines, margin_lines, run_cost_line, selection_margin
 
 
@@ -83,6 +84,8 @@ def selection_summary(res: dict[str, Any]) -> str:
     rule = how.get(objective, objective)
     if res.get("energy_budget_j") is not None:
         rule = f"fastest within {res['energy_budget_j']:g} J"
+    if res.get("ensemble"):
+        rule = "the ensemble rule over several proxies"
     t_r = res["time_per_sample_s"] * res["relative_samples"]
     lines = [
         f"{res['model']} on {res['device']}{sim}, power limit {_limit(res['power_limit_w'])}",
@@ -103,6 +106,7 @@ def selection_summary(res: dict[str, Any]) -> str:
     if res["excluded_batch_sizes"]:
         lines.append("  excluded batch sizes:")
         lines += [f"    {x['batch_size']}: {x['reason']}" for x in res["excluded_batch_sizes"]]
+    lines += ensemble_lines(res.get("ensemble"))  # report/ensemble.py
     safe = res["safe_freq_mhz"]
     if safe is None:
         lines.append("  baselines: no safe frequency under this limit")
@@ -229,7 +233,7 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
         f"# undercap run: {cfg.model} on {cfg.device}{sim}",
         "",
         f"- power limit: {_cap(cfg)}",
-        f"- r(b) from: {cfg.efficiency or cfg.proxy.label} (target accuracy "
+        f"- r(b) from: {cfg.efficiency or getattr(cfg.proxy, 'label', eff.dataset)} (target accuracy "
         f"{eff.target_accuracy:.3f}); excluded batch sizes: {excluded or 'none'}",
         f"- profile: {len(profile.rows)} configurations ({profile.mode} sweep)",
         f"- selected: batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
@@ -247,6 +251,7 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
     lines += _predicted_lines(selection, result)
     lines += _segment_lines(result)
     lines += gns_check_lines(selection.extra.get("gns_check"), result)
+    lines += ensemble_lines(selection.extra.get("ensemble"), "  ")  # report/ensemble.py
     lines += [f"- warning: {w}" for w in result.warnings]
     files = "profile.json, efficiency.json, selection.json, train.json, summary.md"
     lines += ["", "Files: " + files + (", schedule.png" if result.segments else "")]

@@ -1,0 +1,143 @@
+"""Several proxies in `run`, `compare` and `select`: each proxy's r(b) estimated (or
+loaded) on its own, pooled into one r(b) for the recipes (the median the `ensemble`
+rule ranks with, select/ensemble.py), and the selection with every proxy's view.
+
+The pooled Efficiency is what the rest of a recipe sees (profiling's pruning,
+Baseline 2, predicted times and speed-ups all use the median r(b)); it keeps every
+proxy's whole artifact under extra["proxies"], so `as_set` recovers them and the
+results folder stores the set (artifacts/efficiency.py, undercap.efficiency-set/1).
+No torch import unless an estimate runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from undercap.artifacts.efficiency import (
+    EFFICIENCY_SET_SCHEMA,
+    Efficiency,
+    EfficiencySet,
+    load_efficiencies,
+)
+from undercap.artifacts.profile import Profile
+from undercap.artifacts.selection import Selection
+from undercap.errors import UndercapError
+from undercap.select.ensemble import ENSEMBLE, combined_relative, select_ensemble
+
+RULE_TEXT = "Algorithm 1 on the median over the proxies of r(b)"
+
+
+def pooled_efficiency(effs: EfficiencySet) -> Efficiency:
+    """One Efficiency for a recipe: r(b) = the median over the proxies (the batch sizes
+    every proxy reached the target with), N(b_max) = the median of theirs, each
+    proxy's runs side by side, and the proxies themselves under extra["proxies"]."""
+    if len(effs.members) == 1:
+        return effs.members[0]
+    rel = combined_relative(effs.relatives)
+    members = effs.members
+    bs = sorted(set().union(*(e.samples_to_target for e in members)))
+    runs = {b: tuple(n for e in members for n in e.samples_to_target.get(b, (None,))) for b in bs}
+    n_max = [e.samples_bmax for e in members if e.samples_bmax is not None]
+    ref = max(rel)
+    extra = {
+        "reference_batch_size": ref,
+        "samples_to_target_mean": {str(ref): statistics.median(n_max)} if n_max else {},
+        "config": dict(members[0].extra.get("config") or {}),
+        "pooled": f"{RULE_TEXT} ({len(members)} proxies)",
+        "proxies": effs.to_dict()["proxies"],
+    }
+    dataset = " + ".join(effs.names)
+    return Efficiency(members[0].model, dataset, members[0].target_accuracy, runs, rel, extra)
+
+
+def as_set(eff: Efficiency) -> EfficiencySet:
+    """The proxies behind an Efficiency (one: itself)."""
+    if "proxies" in eff.extra:
+        obj = {"schema": EFFICIENCY_SET_SCHEMA, "proxies": eff.extra["proxies"]}
+        return EfficiencySet.from_dict(obj, f"<pooled {eff.dataset}>")
+    return EfficiencySet.of([eff])
+
+
+def several(eff: Efficiency) -> bool:
+    return "proxies" in eff.extra
+
+
+def load_pooled(paths: Sequence[str], model: str) -> Efficiency:
+    """Efficiency files (single artifacts or sets) as one pooled Efficiency of `model`."""
+    effs = load_efficiencies(paths)
+    if effs.model != model:
+        raise UndercapError(
+            f"efficiency {', '.join(paths)} is of {effs.model}, not {model}; estimate it for "
+            "this model"
+        )
+    return pooled_efficiency(effs)
+
+
+def configured_several(cfg: Any) -> bool:
+    """Whether a recipe config names several proxies (a set file shows only once read)."""
+    return len(getattr(cfg, "proxies", ())) > 1 or len(getattr(cfg, "efficiencies", ())) > 1
+
+
+def check_several(cfg: Any, eff: Optional[Efficiency] = None) -> None:
+    """What several proxies support, checked before any estimate (and again once the
+    artifacts are read: one file may hold several). cfg: a Run- or CompareConfig."""
+    if not (configured_several(cfg) or (eff is not None and several(eff))):
+        return
+    rule = getattr(cfg, "rule", None)
+    if rule not in (None, "paper", ENSEMBLE):
+        raise UndercapError(
+            f"--rule {rule} works with one proxy; several proxies use the ensemble rule"
+        )
+    if getattr(cfg, "objective", "time") != "time":
+        raise UndercapError(
+            "several proxies rank time to accuracy only; use --objective time or one proxy"
+        )
+    # A changing cap needs nothing more: re-selecting with the pooled (median) r(b) at
+    # each cap is the ensemble rule at that cap (train/schedule.follow_kwargs).
+
+
+def ensemble_selection(
+    profile: Profile, eff: Efficiency, limit: Optional[float], **kwargs: Any
+) -> Selection:
+    """recipes.select.build_selection on the pooled r(b) (whose Algorithm 1 choice is
+    the ensemble rule's), with the rule's name and every proxy's view in extra
+    ["ensemble"]. kwargs: build_selection's (safe_freq_mhz, training, margin_w)."""
+    from undercap.recipes.select import build_selection
+
+    selection = build_selection(profile, eff, limit, **kwargs)
+    if not several(eff):
+        return selection
+    effs = as_set(eff)
+    margin = kwargs.get("margin_w")
+    ens = select_ensemble(profile.with_margin(margin), effs.relatives, limit)
+    if (ens.choice.batch_size, ens.choice.freq_mhz) != (selection.batch_size, selection.freq_mhz):
+        raise AssertionError("the pooled r(b)'s Algorithm 1 choice is the ensemble rule's")
+    return dataclasses.replace(
+        selection, method=ENSEMBLE, extra={**selection.extra, "ensemble": block(ens, effs)}
+    )
+
+
+def block(ens: Any, effs: EfficiencySet) -> dict[str, Any]:
+    """extra["ensemble"]: the rule, each proxy's choice, r(b) at the chosen b, regret."""
+    b = ens.choice.batch_size
+    out = ens.to_dict()
+    out["rule_text"] = RULE_TEXT
+    for view, eff in zip(out["proxies"], effs.members):
+        view.update(relative_at_choice=eff.relative.get(b), dataset=eff.dataset)
+    return out
+
+
+def proxies_relative(proxies: Any) -> dict[int, float]:
+    """The median r(b) of several proxies given as {name: r(b)}, an EfficiencySet, or a
+    list of Efficiency objects or artifact paths (capped()'s `proxies=`)."""
+    if isinstance(proxies, EfficiencySet):
+        return pooled_efficiency(proxies).relative
+    if isinstance(proxies, Mapping):
+        return combined_relative(proxies)
+    items = list(proxies)
+    if items and all(isinstance(x, Efficiency) for x in items):
+        return pooled_efficiency(EfficiencySet.of(items)).relative
+    return pooled_efficiency(load_efficiencies([str(x) for x in items])).relative
