@@ -97,6 +97,39 @@ def add_objective_args(p: Any) -> None:
         help="your target metric fn(outputs, labels) -> float, higher is better, the "
         "batch mean (default: top-1 accuracy, per position for sequences)",
     )
+    p.add_argument(
+        "--optimizer",
+        default=None,
+        metavar="IMPORT_PATH",
+        help="your optimizer factory(params=, model=, lr=) -> torch.optim.Optimizer; its "
+        "rates (or --lr) are the rates at the largest batch, sqrt-scaled for smaller ones "
+        "(default: the model's Adam/AdamW)",
+    )
+    p.add_argument(
+        "--lr-scheduler",
+        default=None,
+        metavar="IMPORT_PATH",
+        help="your LR scheduler factory(optimizer=, steps_per_epoch=, max_steps=), "
+        "stepped after every optimizer step",
+    )
+    p.add_argument(
+        "--train-step",
+        default=None,
+        metavar="IMPORT_PATH",
+        help="your training step fn(model=, x=, y=, optimizer=, loss_fn=): zero_grad, "
+        "forward, backward and optimizer.step (default: the loss's)",
+    )
+
+
+def objective_kwargs(args: Any) -> dict[str, Any]:
+    """--loss, --metric and the recipe flags, as the library's keyword arguments."""
+    return {
+        "loss": args.loss,
+        "metric": args.metric,
+        "optimizer_factory": args.optimizer,
+        "lr_scheduler": args.lr_scheduler,
+        "train_step": args.train_step,
+    }
 
 
 def add_objective_choice(p: Any) -> None:

@@ -14,6 +14,7 @@ from undercap.cli.common import (
     add_objective_args,
     fraction,
     int_list,
+    objective_kwargs,
     positive_float,
     positive_int,
     shape,
@@ -257,8 +258,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         seed=args.seed,
         torch_device=args.torch_device,
         progress=not args.no_progress,
-        loss=args.loss,
-        metric=args.metric,
+        **objective_kwargs(args),
     )
     kind = "character " if res.meta.get("accuracy_kind") == "character" else ""
     print(
@@ -305,8 +305,7 @@ def _estimate_one(args: argparse.Namespace, dataset: str, work_dir: Path) -> Any
         init_seed=args.init_seed,
         fresh_head=args.fresh_head,
         plateau_patience=args.plateau_patience,
-        loss=args.loss,
-        metric=args.metric,
+        **objective_kwargs(args),
     )
     return estimate(
         cfg,

@@ -153,7 +153,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             args.model,
             input_shape,
             args.batch_sizes,
-            num_classes=args.num_classes or spec.profile_classes(),
+            num_classes=args.num_classes or spec.profile_classes(args.task),
             power_limit_w=args.power_limit,
             efficient=False if args.full else None,
             freqs_mhz=args.freqs_mhz,

@@ -19,6 +19,7 @@ from undercap.cli.common import (
     add_schedule_args,
     fraction,
     int_list,
+    objective_kwargs,
     positive_float,
     positive_int,
     shape,
@@ -303,8 +304,7 @@ def _setup(args: argparse.Namespace) -> Any:
         pretrained=args.pretrained,
         torch_device=args.torch_device,
         jobs=args.jobs,
-        loss=args.loss,
-        metric=args.metric,
+        **objective_kwargs(args),
     )
 
 

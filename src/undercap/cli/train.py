@@ -179,6 +179,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_margin_arg(r)  # used where train selects: a changing cap re-selects (b, f)
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("-o", "--output", type=Path, default=None, help="write the result JSON here")
+    r.add_argument(
+        "--eval-log",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="log every evaluation (samples, device time, energy, accuracy, power) to this "
+        ".csv or .jsonl file, appended on --resume",
+    )
+    r.add_argument(
+        "--tensorboard-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write every evaluation as TensorBoard scalars here (pip install "
+        "'undercap[tensorboard]')",
+    )
     r.add_argument("--json", action="store_true", help="print the result JSON, not a summary")
     p.set_defaults(func=run)
 
@@ -217,6 +233,11 @@ def _resolve(args: argparse.Namespace) -> dict[str, Any]:
         "seed": pick(args.seed, "seed", 0),
         "loss": pick(args.loss, "loss"),
         "metric": pick(args.metric, "metric"),
+        "recipe": {  # the user's optimizer, LR schedule, training step (models/recipe.py)
+            "optimizer_factory": pick(args.optimizer, "optimizer_factory"),
+            "lr_scheduler": pick(args.lr_scheduler, "lr_scheduler"),
+            "train_step": pick(args.train_step, "train_step"),
+        },
         "data": t.get("data"),
     }
     for key, flag in (("model", "--model"), ("batch_size", "--batch-size")):
@@ -344,6 +365,9 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             loss=choice["loss"],
             metric=choice["metric"],
+            eval_log=args.eval_log,
+            tensorboard_dir=args.tensorboard_dir,
+            **choice["recipe"],
             **follow,
         )
     if args.output is not None:

@@ -1,14 +1,17 @@
 """Users' datasets by import path: `py:package.module:factory`, `py:path/to/file.py:factory`.
 
 The factory returns `(train, test)`: two map-style torch datasets (`__len__` and
-`__getitem__`) of `(input, label)` pairs. They are read once into tensors, like every
+`__getitem__`) of `(input, label)` pairs or of dicts (`{"input_ids", "labels"}`,
+models/outputs.py; a Hugging Face `datasets.Dataset` in torch format is one). They are read once into tensors, like every
 built-in format, so training, estimation and profiling see one in-memory form
 (data.base.Splits). What the pairs hold decides the task:
 
 * classification ("samples"): an input tensor of any shape and one integer class
   label per input;
 * next-token ("tokens"): integer token ids in and a label per position, the same shape
-  as the input (a character or token language model), scored per token.
+  as the input (a character or token language model), scored per token. A dict item
+  whose labels are its input ids (or that has none) is a Hugging Face causal-LM item:
+  its labels are shifted to the next token, the last position -100 (not scored).
 
 The class count is the dataset's `num_classes` attribute, else `len(classes)`, else
 1 + the largest label. Every problem (factory missing or raising, not a pair of
@@ -26,8 +29,10 @@ import torch
 
 from undercap.data.base import Splits
 from undercap.errors import DataError, UndercapError
+from undercap.models.outputs import split_item
 
 PREFIX = "py:"
+IGNORE_INDEX = -100  # cross-entropy's and Hugging Face's label for "not scored"
 
 
 def load_user_data(
@@ -78,15 +83,25 @@ def _read(ds: Any, text: str, split: str) -> Tuple[torch.Tensor, torch.Tensor]:
     xs: List[torch.Tensor] = []
     ys: List[torch.Tensor] = []
     for i in range(n):
-        item = ds[i]
-        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+        try:
+            x, y, causal = split_item(ds[i])
+        except TypeError as e:
             raise DataError(
-                f"dataset {text!r}: {split}[{i}] is a {type(item).__name__}; expected an "
-                "(input, label) pair"
-            )
-        xs.append(_tensor(item[0], text, f"{split}[{i}] input"))
-        ys.append(_tensor(item[1], text, f"{split}[{i}] label"))
+                f"dataset {text!r}: {split}[{i}] is {e}; expected an (input, label) pair or "
+                "a dict such as {'input_ids', 'labels'}"
+            ) from e
+        xs.append(_tensor(x, text, f"{split}[{i}] input"))
+        label = _tensor(y, text, f"{split}[{i}] label")
+        ys.append(_shifted(label) if causal else label)
     return _stack(xs, text, split, "inputs"), _labels(_stack(ys, text, split, "labels"), text)
+
+
+def _shifted(ids: torch.Tensor) -> torch.Tensor:
+    """A causal-LM item's labels as next-token labels: position t is scored on token
+    t + 1 (what the HF model's own shift does), the last position ignored (-100)."""
+    out = torch.full_like(ids, IGNORE_INDEX)
+    out[..., :-1] = ids[..., 1:]
+    return out
 
 
 def _tensor(value: Any, text: str, where: str) -> torch.Tensor:
@@ -113,8 +128,12 @@ def _labels(y: torch.Tensor, text: str) -> torch.Tensor:
     elif y.dtype == torch.bool or y.is_complex():
         raise DataError(f"dataset {text!r}: labels must be integer class indices, not {y.dtype}")
     y = y.long()
-    if y.numel() and int(y.min()) < 0:
-        raise DataError(f"dataset {text!r}: labels must be >= 0, found {int(y.min())}")
+    scored = y[y != IGNORE_INDEX]
+    if scored.numel() and int(scored.min()) < 0:
+        raise DataError(
+            f"dataset {text!r}: labels must be >= 0 (or {IGNORE_INDEX}: not scored), "
+            f"found {int(scored.min())}"
+        )
     return y
 
 

@@ -3,6 +3,7 @@ each of its runs' trajectory (`run_key`, the cache key of a run)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -10,6 +11,7 @@ from undercap import defaults
 from undercap.artifacts.io import file_sha256
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
+from undercap.models.recipe import Recipe
 from undercap.models.registry import model_spec
 from undercap.models.user import code_digest
 
@@ -33,6 +35,10 @@ class EstimateConfig:
     plateau_patience: Optional[int] = None  # reference runs stop after this many evals w/o gain
     loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
     metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
+    # the user's own recipe by import path (models/recipe.py); None: the model's
+    optimizer_factory: Optional[str] = None
+    lr_scheduler: Optional[str] = None
+    train_step: Optional[str] = None
 
     @property
     def b_max(self) -> int:
@@ -58,6 +64,18 @@ class EstimateConfig:
             raise UndercapError("--fresh-head needs --pretrained weights")
         if self.eval_every_samples < 1:
             raise UndercapError("--eval-every must be a positive number of samples")
+        self.recipe_at(self.b_max).validate()
+
+    def recipe_at(self, batch_size: int) -> Recipe:
+        """The user's recipe for a run at `batch_size`: its optimizer's own rates
+        (or --lr) are the rates at b_max, sqrt-scaled like the built-in ones."""
+        return Recipe(
+            optimizer=self.optimizer_factory,
+            lr_scheduler=self.lr_scheduler,
+            train_step=self.train_step,
+            base_lr=self.lr,
+            lr_scale=math.sqrt(batch_size / self.b_max),
+        )
 
     @property
     def base_lr(self) -> float:
@@ -65,7 +83,8 @@ class EstimateConfig:
 
     @property
     def optimizer(self) -> str:
-        return model_spec(self.model).optimizer
+        """The registry's optimizer name, or the user's factory (its import path)."""
+        return self.optimizer_factory or model_spec(self.model).optimizer
 
     @property
     def weight_decay_used(self) -> float:
@@ -77,7 +96,8 @@ def fingerprint(cfg: EstimateConfig) -> dict[str, Any]:
     """What determines every run's trajectory. Targets, budgets, the batch-size list
     and seeds are not in it: runs are reused per request (estimate.runs.covers),
     so an estimate may grow by seeds or batch sizes; b_max is, as it sets every LR."""
-    return {
+    recipe = (cfg.optimizer_factory, cfg.lr_scheduler, cfg.train_step)
+    fp = {
         "model": cfg.model,
         "dataset": cfg.data.dataset,
         "input_shape": list(cfg.data.input_shape) if cfg.data.input_shape else None,
@@ -99,9 +119,17 @@ def fingerprint(cfg: EstimateConfig) -> dict[str, Any]:
         "fresh_head": cfg.fresh_head,
         "loss": cfg.loss,
         "metric": cfg.metric,
-        # users' models, data, losses and metrics: their source, so edits redo the runs
-        "user_code": code_digest(cfg.model, cfg.data.dataset, cfg.loss, cfg.metric),
+        # users' models, data, losses, metrics, recipes: their source, so edits redo runs
+        "user_code": code_digest(cfg.model, cfg.data.dataset, cfg.loss, cfg.metric, *recipe),
     }
+    if any(recipe):  # only then, so the keys of every earlier run stay as they were
+        fp.update(
+            optimizer_factory=cfg.optimizer_factory,
+            lr_scheduler=cfg.lr_scheduler,
+            train_step=cfg.train_step,
+            base_lr=cfg.lr,  # None: the factory's own rate
+        )
+    return fp
 
 
 def run_key(fp: dict[str, Any], batch_size: int, seed: int) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any, Optional, Union
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
 from undercap.data.spec import DataSpec, load_splits
+from undercap.models.recipe import Recipe
 from undercap.models.registry import model_spec
 from undercap.report.progress import sample_bar, training_hooks
 from undercap.train.loop import LoopConfig, Trainer, resolve_torch_device
@@ -52,6 +53,7 @@ def pretrain(
     progress: bool = True,
     loss: Optional[str] = None,
     metric: Optional[str] = None,
+    **recipe: Optional[str],  # the user's optimizer_factory, lr_scheduler, train_step
 ) -> PretrainResult:
     """Train `model_name` from a seeded random init on `data` and save its weights.
     The budget is `max_samples`, or `epochs` passes over the training split (default
@@ -74,6 +76,7 @@ def pretrain(
         seed=seed,
         loss=loss,
         metric=metric,
+        recipe=Recipe.of(base_lr=lr, **recipe),  # models/recipe.py; one batch size
     )
     bar = sample_bar(max_samples, f"pretrain {model_name}", progress)
     on_step, on_eval = training_hooks(bar)

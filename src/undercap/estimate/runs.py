@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from undercap.artifacts.cache import Cache
 from undercap.data.spec import DataSpec
+from undercap.models.recipe import Recipe
 
 RUN_SCHEMA = "undercap.efficiency-run/1"
 RUN_KIND = "estimate-run"
@@ -51,6 +52,7 @@ class Job:
     fresh_head: bool = False  # re-initialise the head after loading (transfer to a new task)
     loss: Optional[str] = None
     metric: Optional[str] = None
+    recipe: Recipe = Recipe()  # the user's optimizer, LR schedule, step (models/recipe.py)
 
 
 class _Plateau(Exception):
@@ -117,6 +119,7 @@ def run_job(job: Job) -> dict[str, Any]:
         seed=job.seed,
         loss=job.loss,
         metric=job.metric,
+        recipe=job.recipe,
     )
     bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)
     on_step, on_eval = _hooks(bar, job.plateau_patience)
@@ -132,6 +135,10 @@ def run_job(job: Job) -> dict[str, Any]:
         bar.close()
     wall_s = time.perf_counter() - t0
     record = _record(job, result, stop, splits.accuracy_kind, init, t0 - t_load, wall_s)
+    if not job.recipe.is_default:  # what the user's recipe built: its class and rates
+        from undercap.train.recipe import describe
+
+        record["recipe"] = describe(trainer.optimizer, job.recipe)
     entry = Cache(job.cache_root).entry(RUN_KIND, job.key)
     if entry is not None:
         entry.store_json(record)

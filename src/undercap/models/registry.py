@@ -54,10 +54,11 @@ class ModelSpec:
         """The task a run trains: the row's, else the data's, else classification."""
         return self.task or data_task or "classification"
 
-    def profile_classes(self) -> int:
+    def profile_classes(self, task: Optional[str] = None) -> int:
         """Classes of the output layer when profiling without data: the character
-        vocabulary for next-token models, else 10 (the head is a tiny share of the work)."""
-        if self.is_sequence:
+        vocabulary for next-token models (`task` for a user's), else 10 (the head is a
+        tiny share of the work; a user's model that ignores it keeps its own)."""
+        if self.task_for(task) == "next-token":
             from undercap.data.text import VOCAB_SIZE
 
             return int(VOCAB_SIZE)

@@ -45,7 +45,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from undercap.artifacts.workload import Workload
+from undercap.errors import UndercapError
 from undercap.models.flops import flop_counter
+from undercap.models.outputs import logits_of, loss_of
 from undercap.models.registry import BUILTIN
 
 _aten = torch.ops.aten
@@ -138,8 +140,11 @@ def _count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> _StepCoun
     model.zero_grad(set_to_none=True)
     with flop_counter() as fc, _KernelCounter() as kc:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            out = model(x)
+        loss = loss_of(out)
+        if loss is None:
+            logits = logits_of(out)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
     return _StepCounts(fc.get_total_flops(), sum(saved.values()), kc.bytes, kc.kernels)
 
@@ -196,9 +201,54 @@ def workload_of(
 def _output_classes(
     model: nn.Module, sequence: bool, input_shape: tuple[int, ...], gen: torch.Generator
 ) -> int:
+    """Classes (vocabulary) of the model's output, from one forward pass on a dummy
+    batch of `input_shape`; a model that cannot take that shape is one line naming
+    both shapes."""
     x, _ = _inputs(sequence, input_shape, 2, 2, gen)
-    with torch.no_grad():
-        model.eval()
-        out = model(x)
-        model.train()
-    return int(out.shape[-1])
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(x)
+    except Exception as e:
+        raise UndercapError(_shape_mismatch(model, input_shape, sequence, e)) from e
+    finally:
+        model.train(was_training)
+    try:
+        return int(logits_of(out).shape[-1])
+    except TypeError as e:
+        raise UndercapError(f"the model returned {e}") from e
+
+
+def output_classes(model: nn.Module, input_shape: Sequence[int], task: Optional[str]) -> int:
+    """Classes of a model's output for per-sample inputs of `input_shape` (one forward
+    pass on a dummy batch: token ids for "next-token", random floats otherwise)."""
+    gen = torch.Generator().manual_seed(0)
+    shape = tuple(int(s) for s in input_shape)
+    return _output_classes(model, task == "next-token", shape, gen)
+
+
+def _shape_mismatch(
+    model: nn.Module, input_shape: tuple[int, ...], sequence: bool, e: BaseException
+) -> str:
+    """One line: the input shape given, the one the model's first layer takes."""
+    given = "x".join(str(s) for s in input_shape)
+    kind = "token ids" if sequence else "inputs"
+    wants = _first_layer_wants(model)
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return (
+        f"the model does not take {kind} of --input-shape {given} (per sample {input_shape})"
+        f"{'; ' + wants if wants else ''}: {type(e).__name__}: {msg}"
+    )
+
+
+def _first_layer_wants(model: nn.Module) -> str:
+    """What the model's first layer takes, when it says (Linear, Conv, Embedding)."""
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Linear):
+            return f"its first layer ({name}: Linear) takes {m.in_features} features per sample"
+        if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+            return f"its first layer ({name}: {type(m).__name__}) takes {m.in_channels} channels"
+        if isinstance(m, nn.Embedding):
+            return f"its first layer ({name}: Embedding) takes token ids below {m.num_embeddings}"
+    return ""

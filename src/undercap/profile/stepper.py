@@ -1,7 +1,10 @@
 """Real training steps of one model on the host, with synthetic inputs of its shape.
 
 Time per sample is data-independent (paper Sec. 4.1), so profiling feeds random
-tensors: images for classification models, token ids for next-token models.
+tensors: images for classification models, token ids for next-token models. The
+labels' range is the model's own output width (one forward pass on a dummy batch,
+models/workload.py), so a user's model that ignores `num_classes` profiles too, and a
+model that does not take `input_shape` is one error line naming both shapes.
 """
 
 from __future__ import annotations
@@ -26,13 +29,15 @@ class Stepper:
         import torch
 
         from undercap.models.registry import model_spec
-        from undercap.models.workload import workload_of
+        from undercap.models.workload import output_classes, workload_of
 
         spec = model_spec(model_name)
         torch.manual_seed(seed)
         self.torch = torch
         self.device = torch_device
         self.model = spec.build(num_classes=num_classes, input_shape=input_shape)
+        if not spec.builtin:  # the model's own output width, whatever it was asked for
+            num_classes = output_classes(self.model, input_shape, spec.task_for(task))
         self.workload: Workload = workload_of(self.model, model_name, input_shape, task)
         self.model.to(torch_device).train()
         opt = torch.optim.AdamW if spec.optimizer == "adamw" else torch.optim.Adam
@@ -53,11 +58,11 @@ class Stepper:
         self._batch = (x.to(self.device), y.to(self.device))
 
     def step(self) -> None:
-        from undercap.train.objective import cross_entropy
+        from undercap.train.objective import make_objective
 
         x, y = self._batch  # type: ignore[misc]
         self.optimizer.zero_grad(set_to_none=True)
-        loss = cross_entropy(self.model(x), y)
+        loss = make_objective().loss(self.model(x), y)
         loss.backward()
         self.optimizer.step()
 

@@ -205,6 +205,19 @@ class TrainingSetup:
     jobs: int = 1
     loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
     metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
+    # the user's own recipe by import path (models/recipe.py); None: the model's
+    optimizer_factory: Optional[str] = None
+    lr_scheduler: Optional[str] = None
+    train_step: Optional[str] = None
+
+    @property
+    def recipe(self) -> dict[str, Optional[str]]:
+        """The recipe's import paths, as keyword arguments (and cache-key entries)."""
+        return {
+            "optimizer_factory": self.optimizer_factory,
+            "lr_scheduler": self.lr_scheduler,
+            "train_step": self.train_step,
+        }
 
     def train_kwargs(self) -> dict[str, Any]:
         """The `train_on_device` arguments every device run of this setup shares,
@@ -219,6 +232,7 @@ class TrainingSetup:
             "torch_device": self.torch_device,
             "loss": self.loss,
             "metric": self.metric,
+            **self.recipe,
         }
 
 
@@ -246,8 +260,12 @@ def with_pretrained(
         "source": source.key(),
         "max_samples": max_samples,
         "objective": [setup.loss, setup.metric],
-        "user_code": code_digest(setup.model, source.dataset, setup.loss, setup.metric),
+        "user_code": code_digest(
+            setup.model, source.dataset, setup.loss, setup.metric, *setup.recipe.values()
+        ),
     }
+    if any(setup.recipe.values()):  # only then: earlier weights keep their keys
+        key["recipe"] = [setup.lr, *setup.recipe.values()]
     entry = cache.entry("pretrained", key)
     assert entry is not None
     path = entry.path("weights.pt")
@@ -263,6 +281,8 @@ def with_pretrained(
             progress=progress,
             loss=setup.loss,
             metric=setup.metric,
+            lr=setup.lr if any(setup.recipe.values()) else None,
+            **setup.recipe,
         )
         log(
             f"pre-trained {setup.model} on {source.dataset}: accuracy {res.accuracy:.3f} "
@@ -302,6 +322,7 @@ def estimate_efficiency(
         pretrained=setup.pretrained,
         loss=setup.loss,
         metric=setup.metric,
+        **setup.recipe,
     )
     log(f"estimating r(b) on the {role} {data.label}")
     try:

@@ -88,7 +88,10 @@ class DeviceTrainer:
             "max_samples": s.max_samples,
             "eval": [s.eval_every_samples, s.eval_max_samples],
             "objective": [s.loss, s.metric],
-            "user_code": code_digest(self.model, self.data.dataset, s.loss, s.metric),
+            "user_code": code_digest(
+                self.model, self.data.dataset, s.loss, s.metric, *s.recipe.values()
+            ),
+            **({"recipe": s.recipe} if any(s.recipe.values()) else {}),
             "lr": s.lr,
             "b_max": max(s.batch_sizes),
             "pretrained_sha256": file_sha256(s.pretrained) if s.pretrained else None,

@@ -208,6 +208,7 @@ def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
         "eval_max_samples": setup.eval_max_samples,
         "loss": setup.loss,
         "metric": setup.metric,
+        **setup.recipe,  # the user's optimizer, LR schedule, training step
         "target_accuracy": cfg.target_accuracy,
         "seed": cfg.seed,
         "data": cfg.target.key(),

@@ -27,16 +27,20 @@ clock; real devices measure the work itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from undercap import defaults
-from undercap.artifacts.selection import Selection, load_selection
+from undercap.artifacts.selection import Selection
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
+from undercap.train.choice import Choice, choose_config, follower_for, median_relative
+from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.session import Session, current_freq_mhz
 
 
@@ -63,68 +67,15 @@ class CappedResult:
     segments: tuple[dict[str, Any], ...]  # per interval with one configuration
     simulated: bool
     device: str
+    steps: int = 0  # step() calls
+    warnings: tuple[str, ...] = ()  # misuse the loop should fix (also warned when seen)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class _Choice:
-    batch_size: int
-    freq_mhz: Optional[float]
-    power_limit_w: Optional[float]
-    max_batch_size: Optional[int]
-
-
-def _choose(
-    selection: Union[Selection, str, Path, None],
-    batch_size: Optional[int],
-    freq_mhz: Optional[float],
-    power_limit_w: Optional[float],
-    profile: Any,
-    relative: Optional[Mapping[int, float]],
-    objective: Mapping[str, Any],
-) -> _Choice:
-    """From a selection, else the objective's choice (Algorithm 1 for time) on a
-    profile and r(b), else given."""
-    if selection is not None:
-        sel = selection if isinstance(selection, Selection) else load_selection(selection)
-        limit = sel.power_limit_w if power_limit_w is None else power_limit_w
-        b_max = sel.training.get("max_batch_size")
-        return _Choice(sel.batch_size, sel.freq_mhz, limit, b_max)
-    if profile is not None and relative is not None:
-        from undercap.select import choose
-
-        choice = choose(_profile(profile), relative, power_limit_w, **objective)
-        return _Choice(choice.batch_size, choice.freq_mhz, power_limit_w, max(relative))
-    if batch_size is None:
-        raise UndercapError(
-            "capped() needs a selection, or a profile and r(b) (relative=) with a power "
-            "limit, or a batch_size"
-        )
-    return _Choice(batch_size, freq_mhz, power_limit_w, None)
-
-
-def _profile(profile: Any) -> Any:
-    from undercap.artifacts.profile import Profile, load_profile
-
-    return profile if isinstance(profile, Profile) else load_profile(profile)
-
-
-def _follower(schedule: Any, profile: Any, relative: Any, objective: Mapping[str, Any]) -> Any:
-    """A CapFollower for a cap that changes (train/follow.py)."""
-    if schedule is None:
-        return None
-    if profile is None or relative is None:
-        raise UndercapError("a power schedule needs profile= and relative= to re-select")
-    from undercap.train.follow import CapFollower
-    from undercap.train.schedule import Reselector, load_schedule
-
-    budget = load_schedule(schedule) if isinstance(schedule, (str, Path)) else schedule
-    n_max = objective.get("samples_bmax")
-    kw = {"objective": objective.get("objective", "time"), "n_max": n_max}
-    kw["energy_budget_j"] = objective.get("energy_budget_j")
-    return CapFollower(budget, Reselector(_profile(profile), dict(relative), **kw))
+class CappedWarning(UserWarning):
+    """A capped loop is probably miscounting (no step(), evaluation not paused)."""
 
 
 class Capped:
@@ -133,13 +84,14 @@ class Capped:
     def __init__(
         self,
         device: Device,
-        choice: _Choice,
+        choice: Choice,
         *,
         target_accuracy: Optional[float],
         workload: Optional[Workload],
         guard_window_s: float,
         sample_rate_hz: float,
         follower: Any = None,
+        eval_log: Any = None,
     ) -> None:
         if device.is_simulated and workload is None:
             raise UndercapError(
@@ -161,6 +113,10 @@ class Capped:
         self.samples_to_target: Optional[int] = None
         self.time_to_accuracy_s: Optional[float] = None
         self._result: Optional[CappedResult] = None
+        self.steps = 0
+        self.warnings: list[str] = []
+        self._paused_since_step = False
+        self.eval_log = eval_log  # train.evallog.EvalLog or None
 
     def __enter__(self) -> Capped:
         self.session.__enter__()
@@ -168,7 +124,16 @@ class Capped:
 
     def __exit__(self, *exc: object) -> None:
         freq_final = current_freq_mhz(self.device)
-        self.session.close()  # closes the last segment, stops sampling, restores clocks
+        try:
+            self.session.close()  # closes the last segment, stops sampling, restores clocks
+        finally:
+            if self.eval_log is not None:
+                self.eval_log.close()
+        if self.curve and self.steps == 0:
+            self._warn(
+                "no step() in the whole loop: time, energy and samples are 0; call "
+                "cap.step(batch) after every optimizer step"
+            )
         if self._result is None:
             self._result = self._finish(freq_final)
 
@@ -204,23 +169,67 @@ class Capped:
         return self.samples_to_target is not None
 
     # --- what the loop tells ----------------------------------------------------------
-    def step(self, samples: Optional[int] = None) -> None:
-        """After every optimizer step: it trained on `samples` (default the batch size)."""
-        self.session.step(self.batch_size if samples is None else int(samples))
+    def step(self, samples: Any = None) -> None:
+        """After every optimizer step: it trained on `samples`, a count or the batch
+        itself (a tensor, an (x, y) pair, a dict; default the batch size)."""
+        n = self.batch_size if samples is None else samples_in(samples)
+        if n > self.batch_size:
+            self._too_large(n)
+        self.session.step(n)
+        self.steps += 1
+        self._paused_since_step = False
 
-    def paused(self) -> Any:
+    def _too_large(self, n: int) -> None:
+        msg = (
+            f"step() trained {n} samples, above the selected batch size {self.batch_size}: "
+            "its power and time were never profiled; make batches of cap.batch_size"
+        )
+        if self.session.follower is None:  # nothing could have made a larger one right
+            raise UndercapError(msg)
+        self._warn(msg + " (re-read it after every step under a changing cap)")
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
         """A block whose work (evaluation, saving) is not charged to training."""
-        return self.session.paused()
+        self._paused_since_step = True
+        with self.session.paused():
+            yield
 
-    def report(self, accuracy: float) -> bool:
-        """Record an evaluation; True once the target accuracy has been reached."""
+    def report(self, accuracy: float, **extra: float) -> bool:
+        """Record an evaluation (`extra`: more numbers for the evaluation log, e.g.
+        loss=); True once the target accuracy has been reached."""
         samples = self.session.samples
+        self._check_report(samples, accuracy)
         self.curve.append((samples, float(accuracy)))
         target = self.target_accuracy
         if self.samples_to_target is None and target is not None and accuracy >= target:
             self.samples_to_target = samples
             self.time_to_accuracy_s = self.session.schedule_s  # training + waiting for power
+        if self.eval_log is not None:
+            self.eval_log.write(eval_row(self.session, accuracy, extra))
         return self.done
+
+    def _check_report(self, samples: int, accuracy: float) -> None:
+        """Warn about the two silent mistakes: no step() (a loop that never steps
+        reports every evaluation at 0 samples) and evaluation charged to training."""
+        target = self.target_accuracy
+        at_zero = [a for s, a in self.curve if s == 0]
+        if samples == 0 and (at_zero or (target is not None and accuracy >= target)):
+            self._warn(
+                "report() with no step() before it: if the loop trained, call "
+                "cap.step(batch) after every optimizer step (time, energy and samples "
+                "are counted there)"
+            )
+        elif samples > 0 and not self._paused_since_step:
+            self._warn(
+                "report() after an evaluation outside cap.paused(): its time and energy "
+                "were counted as training; evaluate inside `with cap.paused():`"
+            )
+
+    def _warn(self, msg: str) -> None:
+        if msg not in self.warnings:  # once per kind of mistake
+            self.warnings.append(msg)
+            warnings.warn(msg, CappedWarning, stacklevel=4)
 
     # --- what happened ---------------------------------------------------------------
     def result(self) -> CappedResult:
@@ -252,6 +261,8 @@ class Capped:
             segments=segments,
             simulated=self.device.is_simulated,
             device=self.device.name,
+            steps=self.steps,
+            warnings=tuple(self.warnings),
         )
 
 
@@ -264,6 +275,7 @@ def capped(
     power_limit_w: Optional[float] = None,
     profile: Any = None,
     relative: Optional[Mapping[int, float]] = None,
+    proxies: Any = None,
     target_accuracy: Optional[float] = None,
     model: Any = None,
     input_shape: Optional[Sequence[int]] = None,
@@ -275,6 +287,8 @@ def capped(
     energy_budget_j: Optional[float] = None,
     samples_bmax: Optional[float] = None,
     power_schedule: Any = None,
+    eval_log: Any = None,
+    tensorboard_dir: Any = None,
 ) -> Capped:
     """A context manager for a training loop of your own under a power cap (module
     docstring). `task` ("classification" or "next-token") tells which inputs the
@@ -283,10 +297,14 @@ def capped(
     `samples_bmax`, N(b_max)) say what to minimise (select/objectives.py); a
     `power_schedule` (a schedule.PowerSchedule, LiveSource or CSV path) changes the
     cap during training and re-selects at every change: re-read `batch_size` and
-    `lr()` after each step."""
+    `lr()` after each step. `eval_log` (a .csv or .jsonl path) and `tensorboard_dir`
+    log every report() (train/evallog.py). `proxies` instead of `relative`: several
+    proxies' r(b) (select/ensemble.py; {name: r(b)}, efficiencies or their paths)."""
+    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
+        relative = median_relative(proxies, relative)
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
-    choice = _choose(selection, batch_size, freq_mhz, power_limit_w, profile, relative, obj)
-    follower = _follower(power_schedule, profile, relative, obj)
+    choice = choose_config(selection, batch_size, freq_mhz, power_limit_w, profile, relative, obj)
+    follower = follower_for(power_schedule, profile, relative, obj)
     if workload is None and model is not None and device.is_simulated:
         if input_shape is None:
             raise UndercapError("capped(model=...) on a simulated device needs input_shape=")
@@ -303,4 +321,17 @@ def capped(
         guard_window_s=guard_window_s,
         sample_rate_hz=sample_rate_hz,
         follower=follower,
+        eval_log=EvalLog.open(eval_log, tensorboard_dir),
     )
+
+
+def samples_in(batch: Any) -> int:
+    """Samples in `batch`: an int, or a tensor, (x, y) pair or dict of tensors."""
+    if isinstance(batch, int):
+        return batch
+    from undercap.models.outputs import batch_len
+
+    try:
+        return batch_len(batch)
+    except TypeError as e:
+        raise UndercapError(f"step(): {e}; pass the number of samples") from e

@@ -26,6 +26,7 @@ from undercap.errors import UndercapError
 from undercap.report.progress import sample_bar
 from undercap.train.checkpoint import checkpoint_to_resume
 from undercap.train.checkpoint import save_checkpoint as _save
+from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.follow import CapFollower
 from undercap.train.guard import finish_run
 from undercap.train.schedule import Budget, Reselector
@@ -47,6 +48,7 @@ class _Hooks:
         self, session: Session, checkpoint: dict[str, Any], bar: Any, spec: TrainSpec
     ) -> None:
         self.session, self.ckpt, self.bar, self.spec = session, checkpoint, bar, spec
+        self.eval_log = checkpoint.get("eval_log")  # evallog.EvalLog: a row per evaluation
 
     def follow(self, trainer: Trainer) -> None:
         """Train at the batch size the session says (a changing cap may switch it), with
@@ -68,9 +70,16 @@ class _Hooks:
 
     def on_eval(self, trainer: Trainer, point: EvalPoint) -> None:
         self.bar.set_postfix(acc=f"{point.accuracy:.3f}", refresh=False)
+        if self.eval_log is not None:
+            self.eval_log.write(eval_row(self.session, point.accuracy, {"loss": point.loss}))
         if self._checkpoint_due(trainer):
             self.save(trainer)
         self.session.resume()
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.eval_log is not None:
+            self.eval_log.close()
 
     def _checkpoint_due(self, trainer: Trainer) -> bool:
         c, acc = self.ckpt, self.session.acc
@@ -123,6 +132,8 @@ def train_on_device(
     progress: bool = True,
     power_schedule: Optional[Budget] = None,
     reselector: Optional[Reselector] = None,
+    eval_log: Optional[Union[str, Path]] = None,
+    tensorboard_dir: Optional[Union[str, Path]] = None,
     **spec: Any,
 ) -> TrainResult:
     """Fine-tune `model_name` on `data` on `device` until the target accuracy (or the
@@ -130,7 +141,9 @@ def train_on_device(
     power guard holding `power_limit_w`. `spec` takes the fields of
     train.setup.TrainSpec (batch_size and target_accuracy are required). With a
     `power_schedule` (train/schedule.py) the cap changes during training and the
-    `reselector` picks (b, f) at every change (follow.py). See the module docstring."""
+    `reselector` picks (b, f) at every change (follow.py). `eval_log` (.csv or
+    .jsonl) and `tensorboard_dir` log every evaluation (evallog.py). See the module
+    docstring."""
     if (power_schedule is None) != (reselector is None):
         raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
     setup = RunSetup.build(device, TrainSpec(model=model_name, **spec), data)
@@ -140,6 +153,7 @@ def train_on_device(
         "every_s": checkpoint_every_s,
         "every_samples": checkpoint_every_samples,
         "config": setup.config,
+        "eval_log": EvalLog.open(eval_log, tensorboard_dir),
     }
     follow = None if power_schedule is None else (power_schedule, reselector)
     return _run(device, setup, saved, checkpoint, sample_rate_hz, progress, follow)
@@ -189,7 +203,7 @@ def _run(
             if checkpoint["dir"] is not None:
                 hooks.save(trainer)
         finally:
-            bar.close()
+            hooks.close()
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
     acc = session.snapshot()
     return setup.result(

@@ -25,6 +25,7 @@ from torch import nn
 from undercap import defaults
 from undercap.data.base import Splits
 from undercap.errors import UndercapError
+from undercap.models.recipe import Recipe
 from undercap.train.objective import Objective, check_outputs, make_objective
 
 
@@ -61,6 +62,7 @@ class LoopConfig:
     seed: int = 0
     loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
     metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
+    recipe: Recipe = Recipe()  # the user's optimizer, LR schedule, step (models/recipe.py)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,10 @@ class LoopResult:
 
 
 def make_optimizer(model: nn.Module, cfg: LoopConfig) -> torch.optim.Optimizer:
+    if cfg.recipe.optimizer is not None:
+        from undercap.train.recipe import build_optimizer
+
+        return build_optimizer(model, cfg.recipe)
     if cfg.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adamw":
@@ -150,6 +156,7 @@ class Trainer:
                 self.data.num_classes,
             )
         self.optimizer = make_optimizer(self.model, self.cfg)
+        self.scheduler, self._user_step = self._recipe_parts()
         self._gen = torch.Generator().manual_seed(self.cfg.seed)
         self._perm = torch.randperm(self.data.n_train, generator=self._gen)
         self._pos = 0
@@ -162,10 +169,29 @@ class Trainer:
             )
         self._x_eval, self._y_eval = x_eval, y_eval
 
+    def _recipe_parts(self) -> tuple[Any, Any]:
+        """The user's LR scheduler and training step (None: undercap's)."""
+        recipe = self.cfg.recipe
+        if recipe.is_default:
+            return None, None
+        from undercap.train.recipe import build_scheduler, build_train_step
+
+        sched = build_scheduler(
+            self.optimizer, recipe, self.cfg.batch_size, self.data.n_train, self.cfg.max_samples
+        )
+        return sched, None if recipe.train_step is None else build_train_step(recipe.train_step)
+
     def set_batch_size(self, batch_size: int, lr: float) -> None:
         """Continue with another batch size and learning rate, keeping the model, the
-        optimizer's state (Adam's moments) and the data order (a power cap changed)."""
+        optimizer's state (Adam's moments) and the data order (a power cap changed).
+        A user's optimizer keeps its own rates, re-scaled by the same sqrt rule."""
+        old_lr = self.cfg.lr
         self.cfg = dataclasses.replace(self.cfg, batch_size=int(batch_size), lr=float(lr))
+        if self.cfg.recipe.optimizer is not None:
+            from undercap.train.recipe import rescale
+
+            rescale(self.optimizer, self.scheduler, float(lr) / old_lr)
+            return
         for group in self.optimizer.param_groups:
             group["lr"] = float(lr)
 
@@ -196,10 +222,15 @@ class Trainer:
         y = self.data.y_train[idx].to(self.torch_device, non_blocking=True)
         t0 = time.perf_counter()
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.objective.loss(self.model(x), y)
-        loss.backward()
-        self.optimizer.step()
+        if self._user_step is not None:
+            self._user_step(self.model, x, y, self.optimizer, self.objective.loss)
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = self.objective.loss(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         self.train_wall_s += time.perf_counter() - t0
         self.samples += int(idx.numel())
         self.steps += 1
@@ -257,6 +288,7 @@ class Trainer:
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
             "gen": self._gen.get_state(),
             "torch_rng": torch.get_rng_state(),
             # dropout on a GPU draws from CUDA's generators, not the CPU one
@@ -276,6 +308,8 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
         self._gen.set_state(state["gen"])
         torch.set_rng_state(state["torch_rng"])
         if state.get("cuda_rng") and torch.cuda.is_available():
@@ -285,7 +319,11 @@ class Trainer:
         self.samples = int(state["samples"])
         self.steps = int(state["steps"])
         if "batch_size" in state:  # a schedule may have switched it before the checkpoint
-            self.set_batch_size(int(state["batch_size"]), float(state["lr"]))
+            b, lr = int(state["batch_size"]), float(state["lr"])
+            if self.cfg.recipe.optimizer is None:
+                self.set_batch_size(b, lr)
+            else:  # the user's optimizer came back with its rates as they were
+                self.cfg = dataclasses.replace(self.cfg, batch_size=b, lr=lr)
         self.curve = [EvalPoint(int(s), float(a), float(loss)) for s, a, loss in state["curve"]]
         self.samples_to_target = state["samples_to_target"]
         self.train_wall_s = float(state["train_wall_s"])

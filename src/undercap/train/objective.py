@@ -36,8 +36,10 @@ def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def top1_correct(logits: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
-    """Correct top-1 predictions and predictions made (per position for sequences)."""
-    return float((logits.argmax(dim=-1) == y).sum()), int(y.numel())
+    """Correct top-1 predictions and predictions made (per position for sequences);
+    labels of -100 (cross-entropy's and Hugging Face's ignore index) are not scored."""
+    keep = y != -100
+    return float(((logits.argmax(dim=-1) == y) & keep).sum()), int(keep.sum())
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,28 @@ class Objective:
 
 
 def make_objective(loss: Optional[str] = None, metric: Optional[str] = None) -> Objective:
-    """The default objective, or the user's loss and/or metric by import path."""
+    """The default objective, or the user's loss and/or metric by import path. Both
+    take the model's outputs as it returns them (models/outputs.py): the defaults use
+    the model's own loss when it returns one, else cross-entropy on its logits; a
+    user's loss and metric get the outputs unchanged."""
     from undercap.models.user import load_callable
 
-    loss_fn: Loss = cross_entropy if loss is None else load_callable(loss, "loss")
-    score_fn: Score = top1_correct if metric is None else _batch_mean(metric, load_callable)
+    loss_fn: Loss = _own_or_cross_entropy if loss is None else load_callable(loss, "loss")
+    score_fn: Score = _top1 if metric is None else _batch_mean(metric, load_callable)
     return Objective(loss_fn, score_fn, loss or "cross-entropy", metric or "top-1 accuracy")
+
+
+def _own_or_cross_entropy(out: Any, y: torch.Tensor) -> torch.Tensor:
+    from undercap.models.outputs import logits_of, loss_of
+
+    own = loss_of(out)
+    return own if own is not None else cross_entropy(logits_of(out), y)
+
+
+def _top1(out: Any, y: torch.Tensor) -> Tuple[float, int]:
+    from undercap.models.outputs import logits_of
+
+    return top1_correct(logits_of(out), y)
 
 
 def _batch_mean(path: str, load: Callable[..., Any]) -> Score:
@@ -92,11 +110,14 @@ def check_outputs(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classe
         ) from e
     finally:
         model.train(was_training)
-    if not torch.is_tensor(out):
+    from undercap.models.outputs import logits_of
+
+    try:
+        out = logits_of(out)
+    except TypeError as e:
         raise UndercapError(
-            f"the model returned a {type(out).__name__}; the default loss needs a tensor of "
-            "logits (pass --loss for other outputs)"
-        )
+            f"the model returned {e}; the default loss needs logits (pass --loss for other outputs)"
+        ) from e
     want = (2, num_classes) if y.dim() == 1 else (2, *y.shape[1:], num_classes)
     if tuple(out.shape[:-1]) != want[:-1] or out.shape[-1] < num_classes:
         raise UndercapError(

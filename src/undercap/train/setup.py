@@ -22,6 +22,7 @@ from undercap.artifacts.workload import Workload
 from undercap.data.base import Splits
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
+from undercap.models.recipe import Recipe
 from undercap.train.guard import READ_ONLY, PowerGuard
 from undercap.train.loop import LoopConfig, LoopResult, Trainer, scaled_lr
 
@@ -55,6 +56,10 @@ class TrainSpec:
     torch_device: str = "auto"
     loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
     metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
+    # the user's own recipe by import path (models/recipe.py); None: the model's
+    optimizer_factory: Optional[str] = None
+    lr_scheduler: Optional[str] = None
+    train_step: Optional[str] = None
 
     @property
     def b_max(self) -> int:
@@ -102,7 +107,21 @@ class TrainSpec:
             seed=self.seed,
             loss=self.loss,
             metric=self.metric,
+            recipe=self.recipe(),
         )
+
+    def recipe(self) -> Recipe:
+        """The user's recipe at this batch size: its optimizer's own rates (or
+        --lr) are the rates at b_max, sqrt-scaled as the estimate did."""
+        recipe = Recipe(
+            optimizer=self.optimizer_factory,
+            lr_scheduler=self.lr_scheduler,
+            train_step=self.train_step,
+            base_lr=self.base_lr,
+            lr_scale=math.sqrt(self.batch_size / self.b_max),
+        )
+        recipe.validate()
+        return recipe
 
 
 @dataclass
@@ -238,6 +257,7 @@ def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> di
     from undercap.models.user import code_digest
 
     sha = None if spec.pretrained is None else file_sha256(spec.pretrained, what="weights file")
+    recipe = (spec.optimizer_factory, spec.lr_scheduler, spec.train_step)
     return {
         **dataclasses.asdict(cfg),
         "model": spec.model,
@@ -251,7 +271,7 @@ def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> di
         "freq_mhz": spec.freq_mhz,
         "power_limit_w": spec.power_limit_w,
         "guard_window_s": spec.guard_window_s,
-        "user_code": code_digest(spec.model, data.name, spec.loss, spec.metric),
+        "user_code": code_digest(spec.model, data.name, spec.loss, spec.metric, *recipe),
     }
 
 

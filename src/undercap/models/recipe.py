@@ -1,0 +1,75 @@
+"""A user's own training recipe, by import path: optimizer, LR schedule, training step.
+
+Built-in models train with the registry's optimizer (Adam or AdamW, registry.py) at a
+base LR sqrt-scaled from the largest batch (paper Sec. 4.2). A user may bring their own
+(`--optimizer`, `--lr-scheduler`, `--train-step`): the same recipe then trains every
+run of the estimate and the device run, so r(b) is measured with the recipe the job
+really uses. What each is called with (train/recipe.py builds them; a factory gets the
+keyword arguments its signature names, models/user.py):
+
+* optimizer factory(params=, model=, lr=) -> torch.optim.Optimizer. `lr=` is passed
+  only when the user gave `--lr`; otherwise the factory's own rate stands. Either way
+  every parameter group's rate is then multiplied by sqrt(b / b_max): the user's base
+  LR is the rate at the largest batch, as for the built-in optimizers.
+* LR scheduler factory(optimizer=, steps_per_epoch=, max_steps=) -> a scheduler,
+  stepped once after every optimizer step (steps_per_epoch converts an epoch schedule).
+* train step fn(model=, x=, y=, batch=, optimizer=, loss_fn=) trains one step itself
+  (zero_grad, forward, backward, optimizer.step: e.g. gradient clipping or several
+  losses) and may return the loss; the default is forward, the objective's loss,
+  backward, step.
+
+Torch-free: this is what configurations, cache keys and artifacts hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Optional
+
+from undercap.errors import UndercapError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The user's recipe (None: undercap's own) at one batch size."""
+
+    optimizer: Optional[str] = None  # import path of an optimizer factory
+    lr_scheduler: Optional[str] = None  # import path of an LR scheduler factory
+    train_step: Optional[str] = None  # import path of a training-step function
+    base_lr: Optional[float] = None  # --lr, handed to the optimizer factory as lr=
+    lr_scale: float = 1.0  # sqrt(b / b_max), applied to the optimizer's own rates
+
+    @classmethod
+    def of(
+        cls,
+        optimizer_factory: Optional[str] = None,
+        lr_scheduler: Optional[str] = None,
+        train_step: Optional[str] = None,
+        base_lr: Optional[float] = None,
+        lr_scale: float = 1.0,
+    ) -> Recipe:
+        """From the keyword arguments the CLI and configurations pass around."""
+        return cls(optimizer_factory, lr_scheduler, train_step, base_lr, lr_scale)
+
+    @property
+    def paths(self) -> tuple:
+        return (self.optimizer, self.lr_scheduler, self.train_step)
+
+    @property
+    def is_default(self) -> bool:
+        return not any(self.paths)
+
+    def validate(self) -> None:
+        from undercap.models.user import is_import_path
+
+        flags = ("--optimizer", "--lr-scheduler", "--train-step")
+        for flag, path in zip(flags, self.paths):
+            if path is not None and not is_import_path(path):
+                raise UndercapError(
+                    f"{flag} {path!r} is not an import path: use package.module:function "
+                    "or path/to/file.py:function"
+                )
+
+    def key(self) -> Dict[str, Any]:
+        """What the recipe adds to a cache key or an artifact's configuration."""
+        return {k: v for k, v in asdict(self).items() if k != "lr_scale"}

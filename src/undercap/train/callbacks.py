@@ -1,0 +1,136 @@
+"""What the trainer callbacks (lightning.py, hf.py) do, in terms of trainer events.
+
+A `CapDriver` holds one `undercap.capped(...)` handle (train/api.py) and drives it
+from a trainer's events instead of a hand-written loop: `begin` (lock the clock,
+start the power sampler and the guard), `step` (one optimizer step's samples: device
+time, energy, the guard), `pause`/`resume` (evaluation and checkpoints are not
+training), `evaluated` (the trainer's own metric against the target) and `end`
+(restore the device; idempotent, so a trainer's end hook, its exception hook and a
+`with` block may all call it). The choice (batch size, clock, cap) is made at
+construction, so the trainer can be built with `batch_size` and `lr(base_lr)`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Optional, Sequence
+
+from undercap.errors import UndercapError
+
+
+class CapDriver:
+    """One capped training, driven by trainer events (module docstring). `metric` is
+    the name of the trainer's evaluation metric that must reach `target_accuracy`
+    (higher is better); the other keyword arguments are `undercap.capped`'s."""
+
+    def __init__(
+        self,
+        device: Any,
+        selection: Any = None,
+        *,
+        metric: str,
+        target_accuracy: float,
+        model: Any = None,
+        input_shape: Optional[Sequence[int]] = None,
+        task: Optional[str] = None,
+        **capped_kwargs: Any,
+    ) -> None:
+        from undercap.train.choice import choose_config, median_relative
+
+        self.device, self.selection, self.metric = device, selection, metric
+        self.target_accuracy = target_accuracy
+        kw = dict(capped_kwargs)
+        if kw.get("proxies") is not None:  # the choice capped() will make, made now
+            kw["relative"] = median_relative(kw.pop("proxies"), kw.get("relative"))
+        self.input_shape, self.task, self.kwargs = input_shape, task, kw
+        keys = ("batch_size", "freq_mhz", "power_limit_w", "profile", "relative")
+        obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
+        obj["objective"] = kw.get("objective", "time")
+        self.choice = choose_config(selection, *(kw.get(k) for k in keys), obj)
+        self.cap: Any = None
+        self._model = model
+        self._entered = self._paused = False
+
+    # --- what the trainer is built with ------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        return self.cap.batch_size if self.cap is not None else int(self.choice.batch_size)
+
+    def lr_factor(self) -> float:
+        """sqrt(b / b_max): the paper's learning-rate scaling from the largest batch."""
+        b_max = self.choice.max_batch_size or self.batch_size
+        return math.sqrt(self.batch_size / b_max)
+
+    def lr(self, base_lr: float) -> float:
+        return base_lr * self.lr_factor()
+
+    # --- trainer events ------------------------------------------------------------------
+    def attach(self, model: Any) -> None:
+        """Make the capped handle (a simulated device counts `model`'s workload)."""
+        if self.cap is None:
+            from undercap.train.api import capped
+
+            self.cap = capped(
+                self.device,
+                self.selection,
+                target_accuracy=self.target_accuracy,
+                model=self._model if self._model is not None else model,
+                input_shape=self.input_shape,
+                task=self.task,
+                **self.kwargs,
+            )
+
+    def begin(self, model: Any = None) -> None:
+        self.attach(model)
+        if not self._entered:
+            self.cap.__enter__()
+            self._entered = True
+
+    def step(self, batch: Any) -> None:
+        if self._entered:
+            self.resume()
+            self.cap.step(batch)
+
+    def pause(self) -> None:
+        if self._entered and not self._paused:
+            self.cap._paused_since_step = True  # the trainer's evaluation is paused
+            self.cap.session.pause()
+            self._paused = True
+
+    def resume(self) -> None:
+        if self._entered and self._paused:
+            self.cap.session.resume()
+            self._paused = False
+
+    def evaluated(self, metrics: Mapping[str, Any]) -> bool:
+        """Report the trainer's metric; True once the target is reached."""
+        if not self._entered:
+            return False
+        if self.metric not in metrics:
+            raise UndercapError(
+                f"the trainer's evaluation has no metric {self.metric!r} (it has "
+                f"{', '.join(sorted(metrics)) or 'none'}); pass the name of the one that "
+                "must reach the target"
+            )
+        extra = {k: float(v) for k, v in metrics.items() if k != self.metric and _number(v)}
+        self.pause()
+        return self.cap.report(float(metrics[self.metric]), **extra)
+
+    def end(self) -> None:
+        if self._entered:
+            self._entered = self._paused = False
+            self.cap.__exit__(None, None, None)
+
+    def result(self) -> Any:
+        """The CappedResult (train/api.py): time, energy and power of the training."""
+        if self.cap is None:
+            raise UndercapError("no training ran under this callback yet")
+        return self.cap.result()
+
+
+def _number(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False

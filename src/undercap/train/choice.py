@@ -1,0 +1,82 @@
+"""What configuration a capped loop runs at (train/api.py, train/callbacks.py): from
+a selection, else the objective's choice (Algorithm 1 for time) on a profile and r(b)
+(one proxy's, or the median of several), else a batch size and clock as given; and
+the follower that re-selects when the cap changes during training."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from undercap.artifacts.selection import Selection, load_selection
+from undercap.errors import UndercapError
+
+
+@dataclass(frozen=True)
+class Choice:
+    batch_size: int
+    freq_mhz: Optional[float]
+    power_limit_w: Optional[float]
+    max_batch_size: Optional[int]
+
+
+def choose_config(
+    selection: Union[Selection, str, Path, None],
+    batch_size: Optional[int],
+    freq_mhz: Optional[float],
+    power_limit_w: Optional[float],
+    profile: Any,
+    relative: Optional[Mapping[int, float]],
+    objective: Mapping[str, Any],
+) -> Choice:
+    """From a selection, else the objective's choice (Algorithm 1 for time) on a
+    profile and r(b), else given."""
+    if selection is not None:
+        sel = selection if isinstance(selection, Selection) else load_selection(selection)
+        limit = sel.power_limit_w if power_limit_w is None else power_limit_w
+        b_max = sel.training.get("max_batch_size")
+        return Choice(sel.batch_size, sel.freq_mhz, limit, b_max)
+    if profile is not None and relative is not None:
+        from undercap.select import choose
+
+        choice = choose(as_profile(profile), relative, power_limit_w, **objective)
+        return Choice(choice.batch_size, choice.freq_mhz, power_limit_w, max(relative))
+    if batch_size is None:
+        raise UndercapError(
+            "capped() needs a selection, or a profile and r(b) (relative=) with a power "
+            "limit, or a batch_size"
+        )
+    return Choice(batch_size, freq_mhz, power_limit_w, None)
+
+
+def as_profile(profile: Any) -> Any:
+    from undercap.artifacts.profile import Profile, load_profile
+
+    return profile if isinstance(profile, Profile) else load_profile(profile)
+
+
+def follower_for(schedule: Any, profile: Any, relative: Any, objective: Mapping[str, Any]) -> Any:
+    """A CapFollower for a cap that changes (train/follow.py)."""
+    if schedule is None:
+        return None
+    if profile is None or relative is None:
+        raise UndercapError("a power schedule needs profile= and relative= to re-select")
+    from undercap.train.follow import CapFollower
+    from undercap.train.schedule import Reselector, load_schedule
+
+    budget = load_schedule(schedule) if isinstance(schedule, (str, Path)) else schedule
+    n_max = objective.get("samples_bmax")
+    kw = {"objective": objective.get("objective", "time"), "n_max": n_max}
+    kw["energy_budget_j"] = objective.get("energy_budget_j")
+    return CapFollower(budget, Reselector(as_profile(profile), dict(relative), **kw))
+
+
+def median_relative(proxies: Any, relative: Any) -> dict[int, float]:
+    """The median r(b) of several proxies (recipes/ensemble.py); not with `relative`."""
+    if relative is not None:
+        raise UndercapError("capped(): give relative= (one proxy) or proxies=, not both")
+    from undercap.recipes.ensemble import proxies_relative
+
+    return proxies_relative(proxies)

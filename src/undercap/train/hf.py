@@ -1,0 +1,97 @@
+"""A Hugging Face `TrainerCallback` that trains under a power cap (`pip install
+'undercap[hf]'`): what `undercap.capped()` does, from the Trainer's own events.
+
+    cb = UndercapTrainerCallback(device, "run-out/selection.json", model=model,
+                                 input_shape=(64,), task="next-token",
+                                 metric="eval_accuracy", target_accuracy=0.5)
+    trainer = Trainer(model=model, args=args, callbacks=[cb], ...)
+    with cb:                      # the device is restored even if train() raises
+        trainer.train()
+    print(cb.result())
+
+* when the Trainer is built (`on_init_end`): the selected batch size becomes
+  `per_device_train_batch_size` (divided by `gradient_accumulation_steps`), full
+  batches only (`dataloader_drop_last`), and `learning_rate`, read as the rate at the
+  estimate's largest batch, is scaled by sqrt(b / b_max) (paper Sec. 4.2);
+* `on_train_begin`: lock the clock, sample power, start the guard;
+* `on_step_end`: one optimizer step of b samples (device time, energy, guard); when
+  the Trainer is about to evaluate or save, accounting pauses until the next step;
+* `on_evaluate`: the Trainer's own metric (`metric`, higher is better) against the
+  target; reached -> `should_training_stop`;
+* `on_train_end`, or leaving `with cb:`: restore the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undercap.errors import UndercapError, require
+from undercap.train.callbacks import CapDriver
+
+_transformers = require("transformers", "hf", "the Hugging Face Trainer callback")
+
+
+class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[misc]
+    """`transformers.TrainerCallback` under a power cap (module docstring). Takes
+    `undercap.capped`'s arguments plus `metric` (default "eval_accuracy") and
+    `scale_lr` (default True)."""
+
+    def __init__(
+        self,
+        device: Any,
+        selection: Any = None,
+        *,
+        metric: str = "eval_accuracy",
+        scale_lr: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self.driver = CapDriver(device, selection, metric=metric, **kwargs)
+        self.scale_lr = scale_lr
+
+    @property
+    def batch_size(self) -> int:
+        return self.driver.batch_size
+
+    def result(self) -> Any:
+        return self.driver.result()
+
+    def __enter__(self) -> UndercapTrainerCallback:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.driver.end()
+
+    # --- Trainer events ------------------------------------------------------------------
+    def on_init_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        b, accum = self.driver.batch_size, int(args.gradient_accumulation_steps)
+        if b % accum:
+            raise UndercapError(
+                f"the selected batch size {b} is not a multiple of "
+                f"gradient_accumulation_steps={accum}"
+            )
+        args.per_device_train_batch_size = b // accum
+        args.dataloader_drop_last = True  # every step trains b samples, as undercap's loop
+        if self.scale_lr:
+            args.learning_rate = self.driver.lr(float(args.learning_rate))
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.driver.begin(kw.get("model"))
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.driver.resume()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.driver.step(self.driver.batch_size)
+        if control.should_evaluate or control.should_save:
+            self.driver.pause()
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if control.should_evaluate or control.should_save:
+            self.driver.pause()
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if self.driver.evaluated(kw.get("metrics") or {}):
+            control.should_training_stop = True
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self.driver.end()

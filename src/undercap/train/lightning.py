@@ -1,0 +1,112 @@
+"""A PyTorch Lightning `Callback` that trains under a power cap (`pip install
+'undercap[lightning]'`): what `undercap.capped()` does, from the Trainer's hooks.
+
+    cb = UndercapCallback(device, "run-out/selection.json", input_shape=(1, 28, 28),
+                          monitor="val_acc", target_accuracy=0.95)
+    loader = DataLoader(train_set, batch_size=cb.batch_size, drop_last=True)
+    trainer = L.Trainer(callbacks=[cb], max_epochs=10)
+    trainer.fit(module, loader, val_loader)
+    print(cb.result())
+
+* `setup`: counts the module's workload (a simulated device needs it) and sets a
+  `batch_size` attribute of the datamodule or module, where one exists, to the
+  selected batch size (as Lightning's own batch-size finder does); otherwise build the
+  loaders with `cb.batch_size`;
+* `on_train_start`: scales the optimizers' learning rates (and their schedulers' base
+  rates), read as the rates at the estimate's largest batch, by sqrt(b / b_max)
+  (paper Sec. 4.2; `scale_lr=False` leaves them), then locks the clock, samples power
+  and starts the guard;
+* `on_train_batch_end`: one step of that batch's samples (device time, energy, guard);
+* validation is paused; `on_validation_end` reports the logged `monitor` metric
+  (higher is better) and stops the Trainer once it reaches the target;
+* `on_fit_end`, `on_exception`: restore the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undercap.errors import require
+from undercap.train.callbacks import CapDriver
+
+_pl = require("lightning.pytorch", "lightning", "the Lightning callback")
+
+
+class UndercapCallback(_pl.Callback):  # type: ignore[misc]
+    """`lightning.pytorch.Callback` under a power cap (module docstring). Takes
+    `undercap.capped`'s arguments plus `monitor` (default "val_acc") and `scale_lr`
+    (default True); `model=` defaults to the LightningModule being fitted."""
+
+    def __init__(
+        self,
+        device: Any,
+        selection: Any = None,
+        *,
+        monitor: str = "val_acc",
+        scale_lr: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.driver = CapDriver(device, selection, metric=monitor, **kwargs)
+        self.scale_lr = scale_lr
+
+    @property
+    def batch_size(self) -> int:
+        return self.driver.batch_size
+
+    def lr(self, base_lr: float) -> float:
+        return self.driver.lr(base_lr)
+
+    def result(self) -> Any:
+        return self.driver.result()
+
+    # --- Trainer hooks -------------------------------------------------------------------
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage != "fit":
+            return
+        self.driver.attach(pl_module)
+        for holder in (getattr(trainer, "datamodule", None), pl_module):
+            if holder is not None and hasattr(holder, "batch_size"):
+                holder.batch_size = self.driver.batch_size
+                break
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if self.scale_lr:
+            _scale_lrs(trainer, self.driver.lr_factor())
+        self.driver.begin(pl_module)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, i: int) -> None:
+        self.driver.resume()
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
+        self.driver.step(batch)
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self.driver.pause()
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if trainer.sanity_checking:
+            return
+        if self.driver.evaluated(dict(trainer.callback_metrics)):
+            trainer.should_stop = True
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        self.driver.end()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self.driver.end()
+
+
+def _scale_lrs(trainer: Any, factor: float) -> None:
+    """Every optimizer's rates, and its schedulers' base rates, times `factor`."""
+    for opt in trainer.optimizers:
+        for group in opt.param_groups:
+            group["lr"] *= factor
+            if "initial_lr" in group:
+                group["initial_lr"] *= factor
+    for config in getattr(trainer, "lr_scheduler_configs", []):
+        sched = config.scheduler
+        if hasattr(sched, "base_lrs"):
+            sched.base_lrs = [lr * factor for lr in sched.base_lrs]
