@@ -22,6 +22,11 @@ to the proxy's noise scale when those differ beyond their spreads. The noise sca
 is measured per dataset from the starting weights (undercap.estimate.gns), and its
 device time is reported against each cell's training time.
 
+Several proxies (undercap.select.ensemble): each target with every other dataset of its
+modality as the proxies (proxy "others"): ensemble = Algorithm 1 on the median r(b),
+with the mean and minimax regret as controls. --estimates-from DIR recomputes every
+cell from a previous run's stored estimates, without training.
+
     .venv/bin/python benchmarks/matrix.py                      # everything
     .venv/bin/python benchmarks/matrix.py --modalities image --jobs 2
 """
