@@ -194,7 +194,7 @@ def test_user_loss_and_metric(user: Path, capsys, monkeypatch) -> None:
     out = user / "r.json"
     args = [*_train_args("usermodels.py:sized", "py:userdata.py:load"), "--loss",
             "objective.py:smooth", "--metric", "objective.py:balanced", "-o", str(out)]  # fmt: skip
-    assert main(args) == 0, capsys.readouterr().err
+    assert main(args) in (0, 3), capsys.readouterr().err  # 3: ran, target not reached
     result = json.loads(out.read_text())
     assert result["config"]["loss"] == "objective.py:smooth"
     assert result["config"]["metric"] == "objective.py:balanced"
@@ -263,4 +263,4 @@ def test_third_party_model_package(tmp_path, capsys, monkeypatch) -> None:
              "--dataset", "digits", "--input-shape", "3x32x32", "--limit", "200",
              "--batch-size", "16", "--target-accuracy", "0.99", "--max-samples", "64",
              "--eval-every", "64", "-o", str(tmp_path / "t.json")]  # fmt: skip
-    assert main(train) == 0, capsys.readouterr().err
+    assert main(train) == 3, capsys.readouterr().err  # ran; 99% in 64 samples is out of reach

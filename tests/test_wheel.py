@@ -42,9 +42,17 @@ def _sh(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _build_wheel(out: Path) -> Path:
-    # --no-build-isolation: setuptools from this venv, no index needed for the build
-    _sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-        str(REPO), "-w", str(out), cwd=out.parent)  # fmt: skip
+    """With this venv's setuptools where it reads pyproject.toml's [project] table
+    (>= 64, as the build-system asks; no index needed), else in pip's isolated build."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major = int(version("setuptools").split(".")[0])
+    except PackageNotFoundError:
+        major = 0
+    isolation = ["--no-build-isolation"] if major >= 64 else []
+    _sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, str(REPO),
+        "-w", str(out), cwd=out.parent)  # fmt: skip
     (wheel,) = out.glob("undercap-*.whl")
     return wheel
 

@@ -238,7 +238,20 @@ def estimate(
     eff = aggregate(cfg, records, target_info, skipped=runner.skipped, work_dir=work_dir)
     cost = dict(eff.extra["cost"], elapsed_s=time.perf_counter() - t0, reused_runs=runner.reused)
     extra = dict(eff.extra, cost=cost)
-    extra["config"] = dict(
+    extra["config"] = _config_record(cfg, fp, work_dir, jobs, device)
+    extra["provenance"] = provenance(
+        seeds=list(cfg.seeds), torch_device=device, jobs=jobs, torch_threads=threads
+    )
+    return Efficiency(
+        eff.model, eff.dataset, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
+    )
+
+
+def _config_record(
+    cfg: EstimateConfig, fp: dict[str, Any], work_dir: Optional[str], jobs: int, device: str
+) -> dict[str, Any]:
+    """The artifact's `config`: the fingerprint plus how the estimate ran."""
+    return dict(
         fp,
         batch_sizes=sorted(cfg.batch_sizes),
         seeds=list(cfg.seeds),
@@ -246,15 +259,9 @@ def estimate(
         plateau_patience=cfg.plateau_patience,
         pretrained=cfg.pretrained,
         data_dir=cfg.data.data_dir,
-        cache_dir=None if cache_dir is None else str(cache_dir),
+        cache_dir=work_dir,
         jobs=jobs,
         torch_device=device,
-    )
-    extra["provenance"] = provenance(
-        seeds=list(cfg.seeds), torch_device=device, jobs=jobs, torch_threads=threads
-    )
-    return Efficiency(
-        eff.model, eff.dataset, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
     )
 
 

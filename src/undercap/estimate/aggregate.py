@@ -77,16 +77,21 @@ def aggregate(
         "curves": {
             str(b): {str(s): [list(p) for p in c] for s, c in curves[b].items()} for b in bs
         },
-        "cost": {
-            "runs": len(chosen),
-            "samples_trained": sum(int(r["samples_trained"]) for r in chosen),
-            "wall_s": sum(float(r["wall_s"]) for r in chosen),
-            "train_wall_s": sum(float(r["train_wall_s"]) for r in chosen),
-            "eval_wall_s": sum(float(r["eval_wall_s"]) for r in chosen),
-        },
+        "cost": _cost(chosen),
         "init": chosen[0].get("init", {}),
     }
     return Efficiency(cfg.model, cfg.data.dataset, target, runs, relative, extra)
+
+
+def _cost(chosen: list[Record]) -> dict[str, Any]:
+    """What the runs that ran cost (skipped runs cost nothing)."""
+    return {
+        "runs": len(chosen),
+        "samples_trained": sum(int(r["samples_trained"]) for r in chosen),
+        "wall_s": sum(float(r["wall_s"]) for r in chosen),
+        "train_wall_s": sum(float(r["train_wall_s"]) for r in chosen),
+        "eval_wall_s": sum(float(r["eval_wall_s"]) for r in chosen),
+    }
 
 
 def _none_reached(
