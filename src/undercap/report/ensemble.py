@@ -7,13 +7,15 @@ from __future__ import annotations
 from typing import Any, Optional
 
 
-def ensemble_lines(block: Optional[dict[str, Any]], indent: str = "  ") -> list[str]:
-    """Nothing for one proxy."""
+def ensemble_lines(
+    block: Optional[dict[str, Any]], indent: str = "  ", first: Optional[str] = None
+) -> list[str]:
+    """Nothing for one proxy. `first`: the first line's prefix (default `indent`)."""
     if not block:
         return []
     n = len(block["proxies"])
     lines = [
-        f"{indent}several proxies ({n}): rule '{block['rule']}', {block['rule_text']} -> batch "
+        f"{indent if first is None else first}several proxies ({n}): rule '{block['rule']}', {block['rule_text']} -> batch "
         f"size {block['batch_size']} at {block['freq_mhz']:g} MHz",
         "",
         f"{indent}| proxy | its own choice | r(b) at the choice | regret of the choice under it |",
