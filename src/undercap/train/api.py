@@ -271,6 +271,7 @@ def capped(
     selection: Union[Selection, str, Path, None] = None,
     *,
     batch_size: Optional[int] = None,
+    max_batch_size: Optional[int] = None,
     freq_mhz: Optional[float] = None,
     power_limit_w: Optional[float] = None,
     profile: Any = None,
@@ -298,12 +299,15 @@ def capped(
     `power_schedule` (a schedule.PowerSchedule, LiveSource or CSV path) changes the
     cap during training and re-selects at every change: re-read `batch_size` and
     `lr()` after each step. `eval_log` (a .csv or .jsonl path) and `tensorboard_dir`
-    log every report() (train/evallog.py). `proxies` instead of `relative`: several
+    log every report() (train/evallog.py). With a `batch_size` given, `max_batch_size` is
+    the estimate's largest batch, which `lr()` scales from. `proxies` instead of `relative`: several
     proxies' r(b) (select/ensemble.py; {name: r(b)}, efficiencies or their paths)."""
     if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
         relative = median_relative(proxies, relative)
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
-    choice = choose_config(selection, batch_size, freq_mhz, power_limit_w, profile, relative, obj)
+    choice = choose_config(
+        selection, batch_size, freq_mhz, power_limit_w, profile, relative, obj, max_batch_size
+    )
     follower = follower_for(power_schedule, profile, relative, obj)
     if workload is None and model is not None and device.is_simulated:
         if input_shape is None:

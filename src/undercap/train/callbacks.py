@@ -47,7 +47,9 @@ class CapDriver:
         keys = ("batch_size", "freq_mhz", "power_limit_w", "profile", "relative")
         obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
         obj["objective"] = kw.get("objective", "time")
-        self.choice = choose_config(selection, *(kw.get(k) for k in keys), obj)
+        self.choice = choose_config(
+            selection, *(kw.get(k) for k in keys), obj, kw.get("max_batch_size")
+        )
         self.cap: Any = None
         self._model = model
         self._entered = self._paused = False

@@ -30,9 +30,10 @@ def choose_config(
     profile: Any,
     relative: Optional[Mapping[int, float]],
     objective: Mapping[str, Any],
+    max_batch_size: Optional[int] = None,
 ) -> Choice:
     """From a selection, else the objective's choice (Algorithm 1 for time) on a
-    profile and r(b), else given."""
+    profile and r(b), else given (`max_batch_size`: the estimate's b_max for lr())."""
     if selection is not None:
         sel = selection if isinstance(selection, Selection) else load_selection(selection)
         limit = sel.power_limit_w if power_limit_w is None else power_limit_w
@@ -48,7 +49,7 @@ def choose_config(
             "capped() needs a selection, or a profile and r(b) (relative=) with a power "
             "limit, or a batch_size"
         )
-    return Choice(batch_size, freq_mhz, power_limit_w, None)
+    return Choice(batch_size, freq_mhz, power_limit_w, max_batch_size)
 
 
 def as_profile(profile: Any) -> Any:

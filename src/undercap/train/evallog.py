@@ -3,7 +3,8 @@
 
 One row per evaluation: samples trained, device time (virtual on a simulated device),
 energy, the metric, the robust peak and mean power so far, the configuration (batch
-size, locked clock, cap) and the host's wall clock. Rows are flushed as they are
+size, locked clock, cap) and the host's wall clock, then any extra numbers the first row has (e.g. loss: a CSV's
+columns are fixed by its first row). Rows are flushed as they are
 written, so a killed run keeps its log up to its last evaluation. A resumed run
 appends. Torch-free except for TensorBoard's writer (torch.utils.tensorboard).
 """

@@ -10,12 +10,13 @@
     print(cb.result())
 
 * when the Trainer is built (`on_init_end`): the selected batch size becomes
-  `per_device_train_batch_size` (divided by `gradient_accumulation_steps`), full
-  batches only (`dataloader_drop_last`), and `learning_rate`, read as the rate at the
-  estimate's largest batch, is scaled by sqrt(b / b_max) (paper Sec. 4.2);
+  `per_device_train_batch_size` (divided by `gradient_accumulation_steps`), and
+  `learning_rate`, read as the rate at the estimate's largest batch, is scaled by
+  sqrt(b / b_max) (paper Sec. 4.2);
 * `on_train_begin`: lock the clock, sample power, start the guard;
-* `on_step_end`: one optimizer step of b samples (device time, energy, guard); when
-  the Trainer is about to evaluate or save, accounting pauses until the next step;
+* `on_step_end`: one optimizer step of b samples, fewer for an epoch's last partial
+  batch (device time, energy, guard); when the Trainer is about to evaluate or save,
+  accounting pauses until the next step;
 * `on_evaluate`: the Trainer's own metric (`metric`, higher is better) against the
   target; reached -> `should_training_stop`;
 * `on_train_end`, or leaving `with cb:`: restore the device.
@@ -47,6 +48,7 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
     ) -> None:
         self.driver = CapDriver(device, selection, metric=metric, **kwargs)
         self.scale_lr = scale_lr
+        self._epoch_samples = 0  # trained in this epoch (its last batch may be short)
 
     @property
     def batch_size(self) -> int:
@@ -70,7 +72,6 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
                 f"gradient_accumulation_steps={accum}"
             )
         args.per_device_train_batch_size = b // accum
-        args.dataloader_drop_last = True  # every step trains b samples, as undercap's loop
         if self.scale_lr:
             args.learning_rate = self.driver.lr(float(args.learning_rate))
 
@@ -80,10 +81,24 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
     def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.driver.resume()
 
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self._epoch_samples = 0
+
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        self.driver.step(self.driver.batch_size)
+        self.driver.step(self._step_samples(kw.get("train_dataloader"), args))
         if control.should_evaluate or control.should_save:
             self.driver.pause()
+
+    def _step_samples(self, loader: Any, args: Any) -> int:
+        """b, or what is left of the epoch (a map-style dataset without drop_last)."""
+        b = self.driver.batch_size
+        try:
+            left = len(loader.dataset) - self._epoch_samples
+        except (AttributeError, TypeError):  # an iterable dataset: no length
+            left = b
+        n = b if args.dataloader_drop_last or left <= 0 else min(b, left)
+        self._epoch_samples += n
+        return n
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if control.should_evaluate or control.should_save:
