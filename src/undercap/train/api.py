@@ -310,11 +310,7 @@ def capped(
     )
     follower = follower_for(power_schedule, profile, relative, obj)
     if workload is None and model is not None and device.is_simulated:
-        if input_shape is None:
-            raise UndercapError("capped(model=...) on a simulated device needs input_shape=")
-        from undercap.models.workload import workload_of
-
-        workload = workload_of(model, type(model).__name__, input_shape, task)
+        workload = _workload(model, input_shape, task)
     if workload is not None:
         device.check_fits(workload, choice.batch_size)
     return Capped(
@@ -327,6 +323,15 @@ def capped(
         follower=follower,
         eval_log=EvalLog.open(eval_log, tensorboard_dir),
     )
+
+
+def _workload(model: Any, input_shape: Optional[Sequence[int]], task: Optional[str]) -> Any:
+    """What one sample of `model` costs, for a simulated device's clock."""
+    if input_shape is None:
+        raise UndercapError("capped(model=...) on a simulated device needs input_shape=")
+    from undercap.models.workload import workload_of
+
+    return workload_of(model, type(model).__name__, input_shape, task)
 
 
 def samples_in(batch: Any) -> int:
