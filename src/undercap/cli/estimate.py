@@ -74,6 +74,11 @@ def _add_data_args(
         help="paper: seeded 80/20 (text 90/10); official: the format's own "
         "(default: official where the format has one)",
     )
+    _add_run_args(p)
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    """How the training runs: learning rate, torch device, evaluation, threads."""
     p.add_argument(
         "--lr",
         type=positive_float,
