@@ -32,6 +32,10 @@ def test_run_writes_the_results_folder(tmp_path, capsys):
     assert "simulated device" in printed and "selected: batch size" in printed
     for name in ("profile.json", "efficiency.json", "selection.json", "train.json", "summary.md"):
         assert (out / name).is_file(), name
+    import csv
+
+    evals = list(csv.DictReader((out / "evals.csv").open()))  # one row per evaluation
+    assert evals and float(evals[-1]["accuracy"]) >= 0.7 and float(evals[-1]["energy_j"]) > 0
     sel = json.loads((out / "selection.json").read_text())
     train = json.loads((out / "train.json").read_text())
     assert sel["schema"] == "undercap.selection/1"

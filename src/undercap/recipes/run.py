@@ -10,6 +10,7 @@ power limit -> one results folder:
                      baselines, and how to train: `undercap train --from-selection`
                      repeats the run from it
     train.json       the training result (time to accuracy, energy, power, guard events)
+    evals.csv        one row per evaluation: samples, device time, energy, accuracy, power
     summary.md       a short human summary (also printed)
 """
 
@@ -299,6 +300,7 @@ def _train(
                 checkpoint_dir=ckpt,
                 resume=resume,
                 progress=progress,
+                eval_log=out / "evals.csv",  # one row per evaluation, for pandas
                 **(follow or {}),
                 **setup.train_kwargs(),
             )

@@ -253,7 +253,7 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
     lines += gns_check_lines(selection.extra.get("gns_check"), result)
     lines += ensemble_lines(selection.extra.get("ensemble"), "  ", "- ")  # report/ensemble.py
     lines += [f"- warning: {w}" for w in result.warnings]
-    files = "profile.json, efficiency.json, selection.json, train.json, summary.md"
+    files = "profile.json, efficiency.json, selection.json, train.json, evals.csv, summary.md"
     lines += ["", "Files: " + files + (", schedule.png" if result.segments else "")]
     return "\n".join(lines) + "\n"
 
