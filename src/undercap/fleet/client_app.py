@@ -1,0 +1,126 @@
+"""The Flower ClientApp: one per device (a SuperNode on a Jetson, or a virtual node in
+Flower's simulation). `flwr run` loads `undercap.fleet.client_app:app`.
+
+* `@app.query()`: the node opens its device, profiles the model on it (its own
+  t(b, f), P(b, f); cached, so once per node) and measures its idle power; it replies
+  with the profile, its cap (and schedule), and how many training examples it holds.
+* `@app.train()`: the node loads the global weights, runs the round the server
+  planned for it (batch size, clock, local samples) under its own cap with the power
+  guard (local.py), and replies with the updated weights plus the measured device
+  time, energy, peak power, samples, steps and (b, f).
+
+The node is described by its node config (`device`, `power-limit-w`,
+`power-schedule`, `partition-id`, `num-partitions`); in simulation by the fleet
+file's entry at its `partition-id`. The server sends the rest (model, data, seed).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Tuple
+
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from undercap.fleet.config import data_spec
+from undercap.fleet.spec import FleetSpec, NodeSpec, node_from_config
+
+app = ClientApp()
+
+
+def _setup(msg: Message) -> Dict[str, Any]:
+    return json.loads(str(msg.content["config"]["setup"]))
+
+
+def _node(setup: Dict[str, Any], context: Context) -> Tuple[NodeSpec, int, int]:
+    fleet = FleetSpec.from_dict(setup["fleet"]) if setup.get("fleet") else None
+    return node_from_config(context.node_config, fleet)
+
+
+def _open(node: NodeSpec, seed: int) -> Any:
+    from undercap.devices import open_device
+
+    return open_device(node.device, seed=seed)
+
+
+@app.query()
+def query(msg: Message, context: Context) -> Message:
+    """Profile this node's device for the model; say its cap, schedule and data."""
+    from undercap.fleet.local import idle_power_w, load_node_schedule, node_profile, node_splits
+
+    setup = _setup(msg)
+    node, pid, n_parts = _node(setup, context)
+    data = data_spec(setup["data"])
+    splits = node_splits(data, setup["partition"], pid, n_parts, int(setup["seed"]))
+    schedule = load_node_schedule(node.power_schedule)
+    with _open(node, int(setup["seed"])) as device:
+        profile = node_profile(
+            device, setup["model"], data, tuple(setup["batch_sizes"]), setup.get("cache_dir")
+        )
+        idle_w = idle_power_w(device)
+    info = {
+        "node": node.to_dict(),
+        "partition_id": pid,
+        "num_examples": int(splits.n_train),
+        "idle_power_w": idle_w,
+        "profile": profile.to_dict(),
+        "schedule": None
+        if schedule is None
+        else {
+            "times_s": schedule.times_s,
+            "limits_w": schedule.limits_w,
+            "period_s": schedule.period_s,
+        },
+    }
+    return Message(RecordDict({"node": ConfigRecord({"info": json.dumps(info)})}), reply_to=msg)
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    """Run the planned local round under this node's cap; reply weights and measures."""
+    from undercap.fleet.local import (
+        LocalTask,
+        load_node_schedule,
+        node_profile,
+        node_splits,
+        run_round,
+    )
+    from undercap.models.weights import initial_model
+
+    setup = _setup(msg)
+    task = LocalTask.from_config(json.loads(str(msg.content["config"]["task"])))
+    node, pid, n_parts = _node(setup, context)
+    data = data_spec(setup["data"])
+    splits = node_splits(data, setup["partition"], pid, n_parts, int(setup["seed"]))
+    model, _ = initial_model(task.model, splits, init_seed=task.seed, pretrained=None)
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    schedule = load_node_schedule(node.power_schedule)
+    seed = int(setup["seed"])
+    with _open(node, seed * 1000 + pid + 1) as device:  # its own sensor noise
+        profile = None
+        if schedule is not None:  # re-selection at every change needs the profile
+            batch_sizes = tuple(setup["batch_sizes"])
+            profile = node_profile(device, task.model, data, batch_sizes, setup.get("cache_dir"))
+        metrics = run_round(
+            device,
+            model,
+            tuple(splits.input_shape),
+            splits,
+            task,
+            schedule=schedule,
+            profile=profile,
+            relative={int(b): float(r) for b, r in setup.get("relative", {}).items()},
+        )
+        simulated = bool(device.is_simulated)
+    reply = {
+        "arrays": ArrayRecord(model.state_dict()),
+        "metrics": MetricRecord({"num-examples": int(splits.n_train)}),
+        "node": ConfigRecord(
+            {
+                "info": json.dumps(
+                    {**metrics, "name": node.name, "device": node.device, "simulated": simulated}
+                )
+            }
+        ),
+    }
+    return Message(RecordDict(reply), reply_to=msg)

@@ -1,0 +1,129 @@
+"""A fleet run's settings: what the server plans with and what every node is told.
+Torch-free and Flower-free.
+
+`undercap fleet` builds a FleetConfig from its flags; `flwr run` builds one from the
+app's run config (`[tool.flwr.app.config]` in the Flower app's pyproject.toml, keys
+with dashes: model, dataset, fleet-file, efficiency, target-accuracy, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from undercap.data.spec import DataSpec
+from undercap.errors import UndercapError
+from undercap.fleet.plan import BALANCED, MODES
+from undercap.fleet.spec import FleetSpec
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    fleet: FleetSpec
+    model: str
+    data: DataSpec
+    target_accuracy: float
+    relative: Dict[int, float]  # r(b) (undercap estimate); its batch sizes are profiled
+    mode: str = BALANCED  # plan.MODES
+    partition: str = "iid"  # partition.py: iid or dirichlet:ALPHA
+    round_work: Optional[float] = None  # b_max-equivalent samples per round; None: one epoch
+    max_rounds: int = 50
+    seed: int = 0
+    base_lr: Optional[float] = None  # at the largest batch; None: the model's
+    optimizer: str = "adam"  # the local optimizer: adam (the model's) or sgd
+    momentum: float = 0.0
+    margin_w: Optional[float] = None  # safety margin for every row; None: as profiled
+    eval_max_samples: Optional[int] = None
+    cache_dir: Optional[str] = None  # where nodes keep their profiles
+    efficiency_source: str = "<r(b)>"
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def batch_sizes(self) -> Tuple[int, ...]:
+        return tuple(sorted(self.relative))
+
+    def check(self) -> FleetConfig:
+        if self.mode not in MODES:
+            raise UndercapError(f"--plan {self.mode!r}: choose one of {', '.join(MODES)}")
+        if not 0.0 < self.target_accuracy <= 1.0:
+            raise UndercapError(f"target accuracy {self.target_accuracy} must be in (0, 1]")
+        if self.max_rounds < 1:
+            raise UndercapError("--max-rounds must be at least 1")
+        if self.round_work is not None and self.round_work <= 0:
+            raise UndercapError("--round-samples must be positive")
+        if not self.relative:
+            raise UndercapError("no r(b): give --efficiency FILE (undercap estimate)")
+        if self.optimizer not in ("adam", "sgd"):
+            raise UndercapError(f"--local-optimizer {self.optimizer!r}: use adam or sgd")
+        if not 0.0 <= self.momentum < 1.0:
+            raise UndercapError("--momentum must be in [0, 1)")
+        return self
+
+    def node_setup(self) -> Dict[str, Any]:
+        """What every node needs to load its data and profile (sent as JSON)."""
+        return {
+            "model": self.model,
+            "data": self.data.key(),
+            "partition": self.partition,
+            "seed": self.seed,
+            "batch_sizes": list(self.batch_sizes),
+            "relative": {str(b): r for b, r in sorted(self.relative.items())},
+            "fleet": self.fleet.to_dict(),
+            "cache_dir": self.cache_dir,
+        }
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["fleet"] = self.fleet.to_dict()
+        d["data"] = self.data.key()
+        d["relative"] = {str(b): r for b, r in sorted(self.relative.items())}
+        return d
+
+    def with_mode(self, mode: str) -> FleetConfig:
+        return replace(self, mode=mode).check()
+
+
+def data_spec(d: Mapping[str, Any]) -> DataSpec:
+    """A DataSpec back from its key() (JSON)."""
+    d = dict(d)
+    if d.get("input_shape") is not None:
+        d["input_shape"] = tuple(d["input_shape"])
+    return DataSpec(**d)
+
+
+def setup_json(cfg: FleetConfig) -> str:
+    return json.dumps(cfg.node_setup(), sort_keys=True)
+
+
+def from_run_config(run_config: Mapping[str, Any]) -> FleetConfig:
+    """A FleetConfig from a Flower app's run config (`flwr run`; keys with dashes)."""
+    from undercap.artifacts.efficiency import load_efficiency
+    from undercap.fleet.spec import load_fleet
+
+    def get(key: str, default: Any = None) -> Any:
+        value = run_config.get(key, default)
+        return default if value == "" else value
+
+    if not get("fleet-file") or not get("efficiency"):
+        raise UndercapError("the app's run config needs fleet-file and efficiency (paths)")
+    eff = load_efficiency(get("efficiency"))
+    rel = {int(b): float(r) for b, r in eff.relative.items()}
+    limit = get("limit")
+    cfg = FleetConfig(
+        fleet=load_fleet(get("fleet-file")),
+        model=str(get("model", eff.model)),
+        data=DataSpec(str(get("dataset", "digits")), limit=None if limit is None else int(limit)),
+        target_accuracy=float(get("target-accuracy", 0.9)),
+        relative=rel,
+        mode=str(get("plan", BALANCED)),
+        partition=str(get("partition", "iid")),
+        round_work=None if get("round-samples") is None else float(get("round-samples")),
+        max_rounds=int(get("max-rounds", 50)),
+        seed=int(get("seed", 0)),
+        optimizer=str(get("local-optimizer", "adam")),
+        cache_dir=get("cache-dir"),
+        efficiency_source=str(get("efficiency")),
+        extra={"out_dir": get("out-dir", "fleet-out")},
+    )
+    return cfg.check()
