@@ -9,6 +9,9 @@ TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+TEST_STAMP := $(VENV)/.installed-test-stamp
+# make test also installs the integrations, so their tests run instead of skipping
+TEST_EXTRAS ?= all,dev,hf,lightning,tensorboard,fleet
 DEMO_OUT ?= demo-out
 
 .PHONY: demo test test-slow test-jetpack5 test-jetpack6 lint format bench clean
@@ -19,9 +22,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[all,dev]"
 	touch $(STAMP)
 
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e ".[$(TEST_EXTRAS)]"
+	touch $(TEST_STAMP)
+
 venv: $(STAMP)
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/vermin -q -t=3.8- --violations --feature union-types --no-tips src/undercap examples
