@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "undercap.cli.train",
     "undercap.cli.recipes",
     "undercap.cli.solar",
+    "undercap.cli.fleet",
 )
 
 

@@ -211,11 +211,5 @@ def _excluded(node: NodeFacts, e: InfeasibleError, margin_w: Optional[float]) ->
         lowest: Optional[float] = lowest_feasible_power_w(node.profile, margin_w=margin_w)
     except UndercapError:
         lowest = None
-    cap = "no cap" if node.power_limit_w is None else f"{node.power_limit_w:g} W"
     dev = node.profile.device.get("name", "?")
-    reason = (
-        f"left out: no configuration of {node.profile.model} on {dev} stays under {cap}"
-        + (f" (the lowest feasible power is {lowest:.2f} W)" if lowest is not None else "")
-        + f" [{e}]"
-    )
-    return Excluded(node.name, node.power_limit_w, lowest, reason)
+    return Excluded(node.name, node.power_limit_w, lowest, f"left out ({dev}): {e}")

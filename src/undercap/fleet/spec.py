@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple, Union
 
 from undercap.errors import UndercapError
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # pragma: no cover - Python < 3.11 (a core dependency there)
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - tomli is a core dependency before 3.11
+    import tomli as tomllib
 
 NODE_KEYS = ("device", "power_limit_w", "count", "name", "power_schedule")
 
