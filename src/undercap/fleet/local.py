@@ -17,7 +17,6 @@ run does.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,18 +62,12 @@ class LocalTask:
 def node_splits(data: DataSpec, partition: str, part: int, n_parts: int, seed: int) -> Any:
     """This node's training part of `data` (partition.py) and the whole test split."""
     from undercap.fleet.partition import partition_indices
+    from undercap.recipes.common import loaded_splits
 
-    splits = _load(data)
+    splits = loaded_splits(data)
     parts = partition_indices(splits.y_train.numpy(), n_parts, partition, seed)
     idx = torch.as_tensor(parts[part])
     return dataclasses.replace(splits, x_train=splits.x_train[idx], y_train=splits.y_train[idx])
-
-
-@functools.lru_cache(maxsize=2)
-def _load(data: DataSpec) -> Any:
-    from undercap.data.spec import load_splits
-
-    return load_splits(data)
 
 
 def node_profile(

@@ -49,7 +49,7 @@ def model_input(model: str, data: DataSpec) -> ModelInput:
     if spec.builtin and spec.is_sequence:
         return ModelInput((int(data.context),), spec.profile_classes(), "next-token")
     if not spec.builtin or data.dataset.startswith("py:"):
-        splits = _loaded(data)
+        splits = loaded_splits(data)
         shape = tuple(data.input_shape) if data.input_shape else splits.input_shape
         return ModelInput(shape, splits.num_classes, spec.task_for(splits.task))
     shape = tuple(data.input_shape) if data.input_shape else spec.default_input_shape
@@ -59,7 +59,8 @@ def model_input(model: str, data: DataSpec) -> ModelInput:
 
 
 @functools.lru_cache(maxsize=4)
-def _loaded(data: DataSpec) -> Any:
+def loaded_splits(data: DataSpec) -> Any:
+    """load_splits, once per spec in this process (recipes and fleet nodes reuse it)."""
     from undercap.data.spec import load_splits
 
     return load_splits(data)
