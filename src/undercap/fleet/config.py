@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Dict, Mapping, Optional, Tuple
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
@@ -96,8 +97,12 @@ def setup_json(cfg: FleetConfig) -> str:
     return json.dumps(cfg.node_setup(), sort_keys=True)
 
 
-def from_run_config(run_config: Mapping[str, Any]) -> FleetConfig:
-    """A FleetConfig from a Flower app's run config (`flwr run`; keys with dashes)."""
+def from_run_config(
+    run_config: Mapping[str, Any], app_dir: Optional[Union[str, Path]] = None
+) -> FleetConfig:
+    """A FleetConfig from a Flower app's run config (`flwr run`; keys with dashes).
+    Relative `fleet-file` and `efficiency` paths are read from `app_dir` (the Flower
+    app's folder, which `flwr run` ships to the SuperLink; None: the working directory)."""
     from undercap.artifacts.efficiency import load_efficiency
     from undercap.fleet.spec import load_fleet
 
@@ -105,13 +110,17 @@ def from_run_config(run_config: Mapping[str, Any]) -> FleetConfig:
         value = run_config.get(key, default)
         return default if value == "" else value
 
+    def path(key: str) -> str:
+        p = Path(str(get(key))).expanduser()
+        return str(p if p.is_absolute() or app_dir is None else Path(app_dir) / p)
+
     if not get("fleet-file") or not get("efficiency"):
         raise UndercapError("the app's run config needs fleet-file and efficiency (paths)")
-    eff = load_efficiency(get("efficiency"))
+    eff = load_efficiency(path("efficiency"))
     rel = {int(b): float(r) for b, r in eff.relative.items()}
     limit = get("limit")
     cfg = FleetConfig(
-        fleet=load_fleet(get("fleet-file")),
+        fleet=load_fleet(path("fleet-file")),
         model=str(get("model", eff.model)),
         data=DataSpec(str(get("dataset", "digits")), limit=None if limit is None else int(limit)),
         target_accuracy=float(get("target-accuracy", 0.9)),
@@ -123,7 +132,7 @@ def from_run_config(run_config: Mapping[str, Any]) -> FleetConfig:
         seed=int(get("seed", 0)),
         optimizer=str(get("local-optimizer", "adam")),
         cache_dir=get("cache-dir"),
-        efficiency_source=str(get("efficiency")),
+        efficiency_source=path("efficiency"),
         extra={"out_dir": get("out-dir", "fleet-out")},
     )
     return cfg.check()

@@ -1,7 +1,9 @@
-"""The Flower ServerApp: `flwr run` loads `undercap.fleet.server_app:app`, which reads
-its settings from the app's run config (config.from_run_config) and writes the
-results folder (report.py) to its `out-dir`. `undercap fleet` builds the same app
-around a FleetConfig (`build_server_app`) for Flower's simulation runtime.
+"""The Flower ServerApp. `flwr run` loads the app's ServerApp (examples/fleet-app:
+`deployment_app` with the app's own folder; `undercap.fleet.server_app:app` reads
+relative paths from the working directory), which reads its settings from the app's
+run config (config.from_run_config) and writes the results folder (report.py) to its
+`out-dir`. `undercap fleet` builds the same app around a FleetConfig
+(`build_server_app`) for Flower's simulation runtime.
 
 The server holds the global model and evaluates it on the test split after every
 round (the nodes only train); PowerCapStrategy (strategy.py) does the rest and stops
@@ -11,7 +13,8 @@ at the target accuracy.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 from flwr.app import Array, ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
@@ -19,6 +22,7 @@ from flwr.serverapp import Grid, ServerApp
 from undercap.fleet.config import FleetConfig
 from undercap.fleet.plan import RoundPlan
 from undercap.fleet.records import FleetResult, RoundRecord
+from undercap.fleet.spec import FleetSpec
 
 NODES_TIMEOUT_S = 300.0  # how long to wait for the fleet's SuperNodes to connect
 ROUND_TIMEOUT_S = 3600.0
@@ -37,17 +41,35 @@ def build_server_app(cfg: FleetConfig, sink: Sink, *, progress: bool = True) -> 
     return server
 
 
-app = ServerApp()
+def deployment_app(app_dir: Optional[Union[str, Path]] = None) -> ServerApp:
+    """The ServerApp for `flwr run`: the run config names the fleet, model, data and
+    r(b). Relative `fleet-file` and `efficiency` paths are read from `app_dir` (the
+    Flower app's folder: examples/fleet-app/undercap_fleet_app.py passes its own, which
+    `flwr run` ships to the SuperLink; None: the working directory); a relative
+    `out-dir` is under the working directory of the SuperLink (where
+    `flower-superlink` was started)."""
+    server = ServerApp()
+
+    @server.main()
+    def _main(grid: Grid, context: Context) -> None:
+        from undercap.fleet.config import from_run_config
+        from undercap.fleet.report import write_results
+
+        cfg = from_run_config(context.run_config, app_dir)
+        out = Path(str(cfg.extra.get("out_dir") or "fleet-out")).expanduser().resolve()
+        result = serve(grid, cfg, progress=True)
+        write_results(result, out)
+        reached = "reached" if result.reached else "did not reach"
+        print(
+            f"undercap fleet: {reached} {cfg.target_accuracy:g} in {len(result.rounds)} "
+            f"round(s); results in {out}",
+            flush=True,
+        )
+
+    return server
 
 
-@app.main()
-def main(grid: Grid, context: Context) -> None:
-    """`flwr run`: the run config names the fleet, model, data and r(b)."""
-    from undercap.fleet.config import from_run_config
-    from undercap.fleet.report import write_results
-
-    cfg = from_run_config(context.run_config)
-    write_results(serve(grid, cfg, progress=True), cfg.extra.get("out_dir", "fleet-out"))
+app = deployment_app()  # relative run-config paths from the working directory
 
 
 def wait_for_nodes(grid: Grid, n: int, timeout_s: float = NODES_TIMEOUT_S) -> List[int]:
@@ -96,13 +118,16 @@ def serve(grid: Grid, cfg: FleetConfig, *, progress: bool = True) -> FleetResult
         rounds_bar.close()
     rounds = tuple(strategy.rounds)
     simulated = all(n.simulated for r in rounds for n in r.nodes)
+    # the nodes as they described themselves (a SuperNode's --node-config wins over
+    # the fleet file; in simulation they are the fleet file's entries)
+    fleet = FleetSpec(strategy.node_specs(), cfg.fleet.source) if strategy.nodes else cfg.fleet
     return FleetResult(
         mode=cfg.mode,
         target_accuracy=cfg.target_accuracy,
         reached=any(r.accuracy >= cfg.target_accuracy for r in rounds),
         rounds=rounds,
         config={**cfg.to_dict(), "round_work": cfg.round_work or float(n_train)},
-        fleet=cfg.fleet.to_dict(),
+        fleet=fleet.to_dict(),
         simulated=simulated,
         provenance=provenance(seed=cfg.seed, flwr_version=_flwr_version()),
         initial_accuracy=acc0,

@@ -31,6 +31,7 @@ from undercap.fleet.aggregate import NodeUpdate, effective_steps, fednova
 from undercap.fleet.config import FleetConfig, setup_json
 from undercap.fleet.plan import NodeFacts, RoundPlan, plan_round
 from undercap.fleet.records import NodeRound, RoundRecord, with_idle
+from undercap.fleet.spec import NodeSpec
 from undercap.train.schedule import PowerSchedule
 
 EvalFn = Callable[[ArrayRecord], Tuple[float, float]]  # (accuracy, loss)
@@ -41,6 +42,7 @@ class NodeInfo:
 
     def __init__(self, node_id: int, info: Dict[str, Any]) -> None:
         self.node_id = node_id
+        self.spec = NodeSpec(**info["node"])
         self.name = str(info["node"]["name"])
         self.device = str(info["node"]["device"])
         self.cap_w: Optional[float] = info["node"]["power_limit_w"]
@@ -97,14 +99,29 @@ class PowerCapStrategy(FedAvg):
             self.nodes[reply.metadata.src_node_id] = NodeInfo(reply.metadata.src_node_id, info)
         if len(self.nodes) < len(messages):
             raise UndercapError(f"only {len(self.nodes)} of {len(messages)} nodes answered")
+        names = [n.name for n in self.nodes.values()]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:  # the plan and the records know nodes by name
+            raise UndercapError(
+                f"node names repeat: {', '.join(dup)}; give every SuperNode its own "
+                "name='...' (or partition-id) in its --node-config"
+            )
         return self.nodes
+
+    def node_specs(self) -> Tuple[NodeSpec, ...]:
+        """The nodes as they described themselves, in partition order."""
+        return tuple(n.spec for n in self._in_order(self.nodes.values()))
+
+    @staticmethod
+    def _in_order(nodes: Iterable[NodeInfo]) -> List[NodeInfo]:
+        return sorted(nodes, key=_order_key)
 
     # --- every round -----------------------------------------------------------------
     def plan(self) -> RoundPlan:
         """This round's plan at every node's cap now (plan.py)."""
         facts = [
             NodeFacts(n.name, n.profile, n.cap_at(self.fleet_time_s))
-            for n in sorted(self.nodes.values(), key=lambda n: n.partition_id)
+            for n in self._in_order(self.nodes.values())
         ]
         return plan_round(
             facts, self.cfg.relative, self.cfg.mode, self.round_work, margin_w=self.cfg.margin_w
@@ -119,7 +136,7 @@ class PowerCapStrategy(FedAvg):
         self._global = [arrays[k].numpy() for k in self._keys]
         setup = setup_json(self.cfg)
         out = []
-        for info in self.nodes.values():
+        for info in self._in_order(self.nodes.values()):
             p = self._plan.node(info.name)
             if p is None:
                 continue  # left out this round (plan.Excluded says why)
@@ -152,6 +169,8 @@ class PowerCapStrategy(FedAvg):
         replies = list(replies)
         for r in replies:
             _raise_on_error(r, f"round {server_round}")
+        # a SuperLink returns replies as they come: aggregate and record in node order
+        replies.sort(key=lambda r: _order_key(self.nodes[r.metadata.src_node_id]))
         updates, node_rounds = [], []
         for r in replies:
             info = self.nodes[r.metadata.src_node_id]
@@ -239,6 +258,10 @@ class PowerCapStrategy(FedAvg):
             if acc >= self.cfg.target_accuracy:
                 break
         return result
+
+
+def _order_key(n: NodeInfo) -> Tuple[int, str, int]:
+    return (n.partition_id, n.name, n.node_id)
 
 
 def _raise_on_error(reply: Message, what: str) -> None:
