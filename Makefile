@@ -44,7 +44,7 @@ test-jetpack5:
 test-jetpack6: $(STAMP)
 	bash scripts/ci/jetpack6.sh
 
-test-slow: $(STAMP)
+test-slow: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
