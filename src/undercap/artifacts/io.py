@@ -13,12 +13,18 @@ import hashlib
 import json
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Type, Union
 
-from undercap.errors import ArtifactError
+from undercap.errors import ArtifactError, UndercapError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - tomli is a core dependency before 3.11
+    import tomli as tomllib
 
 PathLike = Union[str, Path]
 
@@ -108,3 +114,17 @@ def file_sha256(path: PathLike, *, what: str = "file") -> str:
     except FileNotFoundError as e:
         raise ArtifactError(f"{what} {path} does not exist") from e
     return h.hexdigest()
+
+
+def read_toml(
+    path: PathLike, what: str, error: Type[UndercapError] = UndercapError
+) -> dict[str, Any]:
+    """A TOML file (device specs, fleet files) as a dict; an unreadable or malformed
+    file is one `error` naming `what` and the path."""
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise error(f"cannot read {what} {path}: {e.strerror or e}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{what} {path} is not valid TOML: {e}") from e

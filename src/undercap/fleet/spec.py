@@ -20,17 +20,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple, Union
 
+from undercap.artifacts.io import read_toml
 from undercap.errors import UndercapError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - tomli is a core dependency before 3.11
-    import tomli as tomllib
 
 NODE_KEYS = ("device", "power_limit_w", "count", "name", "power_schedule")
 
@@ -70,12 +65,7 @@ class FleetSpec:
 def load_fleet(path: Union[str, Path]) -> FleetSpec:
     """Read and check a fleet file; every problem is one UndercapError line."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UndercapError(f"fleet file {path}: cannot read it ({e.strerror or e})") from e
-    except tomllib.TOMLDecodeError as e:
-        raise UndercapError(f"fleet file {path} is not valid TOML ({e})") from e
+    raw = read_toml(path, "fleet file")
     tables = raw.get("node")
     if not isinstance(tables, list) or not tables:
         raise UndercapError(

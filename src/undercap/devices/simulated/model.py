@@ -50,20 +50,15 @@ noise. Noise is a deterministic hash of (seed, time), so readings are reproducib
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
 
+from undercap.artifacts.io import read_toml
 from undercap.artifacts.workload import Workload
 from undercap.errors import DeviceError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 BYTES_PER_ELEMENT = 4  # fp32 activations
 
@@ -132,12 +127,7 @@ class StepModel:
 def load_spec(path: Union[str, Path]) -> SimSpec:
     """Read and validate a spec file; problems raise DeviceError naming the key."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise DeviceError(f"cannot read device spec {path}: {e.strerror}") from e
-    except tomllib.TOMLDecodeError as e:
-        raise DeviceError(f"device spec {path} is not valid TOML: {e}") from e
+    raw = read_toml(path, "device spec", DeviceError)
     get = _Getter(raw, path)
     freqs = tuple(sorted(f / 1e6 for f in get.floats("gpu.freqs_hz")))
     vf, vv = get.floats("voltage.freq_mhz"), get.floats("voltage.volts")
