@@ -88,3 +88,16 @@ def test_idle_time_and_energy_and_round_trip() -> None:
     assert res.rounds_to_target == 1 and res.time_to_target_s == 3.0 and res.cap_violations == 0
     again = FleetResult.from_dict(res.to_dict())
     assert again == res and again.to_dict()["schema"] == "undercap.fleet/1"
+
+
+def test_missed_target_exits_3_with_how_close_it_came(capsys) -> None:
+    from undercap.cli.common import training_exit_code
+
+    nodes, round_s = with_idle([_node("a", 1.0, 4.0)])
+    rec = RoundRecord(1, "balanced", round_s, 1.0, 0.85, 0.1, 2.0, nodes)
+    missed = FleetResult("balanced", 0.9, False, (rec,), {}, {"nodes": []}, True)
+    assert missed.outcome() == "target 90.0% not reached: best accuracy 85.00% in 1 rounds"
+    assert training_exit_code(missed) == 3
+    assert "not reached: best accuracy 85.00%" in capsys.readouterr().err
+    hit = FleetResult("balanced", 0.8, True, (rec,), {}, {"nodes": []}, True)
+    assert training_exit_code(hit) == 0 and hit.outcome().endswith("after 1 rounds")

@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from undercap.cli.common import fraction, positive_float, positive_int, print_json
+from undercap.cli.common import (
+    fraction,
+    positive_float,
+    positive_int,
+    print_json,
+    training_exit_code,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -92,7 +98,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     else:
         print(summary_text(result), end="")
         print(f"  wrote {args.output}/fleet.json, rounds.csv, nodes.csv, summary.md")
-    return 0 if result.reached else 3  # 3: target not reached (like train)
+    return training_exit_code(result)  # 3 with how close it came, like train and run
 
 
 def _config(args: argparse.Namespace) -> Any:

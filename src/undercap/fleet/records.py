@@ -124,6 +124,16 @@ class FleetResult:
         rs = self._upto()
         return sum(sum(n.idle_s for n in r.nodes) for r in rs) / len(rs) if rs else 0.0
 
+    def outcome(self) -> str:
+        """One line, as TrainResult.outcome: reached, or how close the global model came."""
+        if self.reached:
+            return f"target {self.target_accuracy:.1%} reached after {self.rounds_to_target} rounds"
+        best = max([r.accuracy for r in self.rounds] + [self.initial_accuracy or 0.0])
+        return (
+            f"target {self.target_accuracy:.1%} not reached: best accuracy {best:.2%} "
+            f"in {len(self.rounds)} rounds"
+        )
+
     @property
     def cap_violations(self) -> int:
         """Node rounds whose robust peak went above the node's own cap."""
