@@ -3,7 +3,6 @@ each of its runs' trajectory (`run_key`, the cache key of a run)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -11,7 +10,7 @@ from undercap import defaults
 from undercap.artifacts.io import file_sha256
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
-from undercap.models.recipe import Recipe
+from undercap.models.recipe import Recipe, lr_scale
 from undercap.models.registry import model_spec
 from undercap.models.user import code_digest
 
@@ -74,7 +73,7 @@ class EstimateConfig:
             lr_scheduler=self.lr_scheduler,
             train_step=self.train_step,
             base_lr=self.lr,
-            lr_scale=math.sqrt(batch_size / self.b_max),
+            lr_scale=lr_scale(batch_size, self.b_max),
         )
 
     @property

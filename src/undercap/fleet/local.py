@@ -17,7 +17,6 @@ run does.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -28,6 +27,7 @@ from undercap.artifacts.profile import Profile
 from undercap.data.spec import DataSpec
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
+from undercap.train.loop import scaled_lr
 from undercap.train.schedule import PowerSchedule, load_schedule
 
 IDLE_READINGS = 32  # power readings averaged for a node's idle power
@@ -203,7 +203,7 @@ def _train(cap: Any, model: torch.nn.Module, data: Any, task: LocalTask) -> int:
 
 
 def _lr(task: LocalTask, b: int) -> float:
-    return task.base_lr * math.sqrt(b / task.max_batch_size)  # paper Sec. 4.2
+    return scaled_lr(task.base_lr, b, task.max_batch_size)
 
 
 def _optimizer(model: torch.nn.Module, task: LocalTask, b: int) -> torch.optim.Optimizer:

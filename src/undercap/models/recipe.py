@@ -23,10 +23,17 @@ Torch-free: this is what configurations, cache keys and artifacts hold.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Optional
 
 from undercap.errors import UndercapError
+
+
+def lr_scale(batch_size: int, b_max: int) -> float:
+    """sqrt(b / b_max): the learning-rate scaling from the largest batch (paper Sec. 4.2,
+    after Krizhevsky 2014 and Hoffer et al. 2017); every trainer scales by this."""
+    return math.sqrt(batch_size / b_max)
 
 
 @dataclass(frozen=True)

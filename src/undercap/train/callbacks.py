@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Optional, Sequence
 
 from undercap.errors import UndercapError
+from undercap.models.recipe import lr_scale
 
 
 class CapDriver:
@@ -62,7 +63,7 @@ class CapDriver:
     def lr_factor(self) -> float:
         """sqrt(b / b_max): the paper's learning-rate scaling from the largest batch."""
         b_max = self.choice.max_batch_size or self.batch_size
-        return math.sqrt(self.batch_size / b_max)
+        return lr_scale(self.batch_size, b_max)
 
     def lr(self, base_lr: float) -> float:
         return base_lr * self.lr_factor()

@@ -13,7 +13,6 @@ Hooks let the caller charge each step to a device (virtual clock, power guard).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from torch import nn
 from undercap import defaults
 from undercap.data.base import Splits
 from undercap.errors import UndercapError
-from undercap.models.recipe import Recipe
+from undercap.models.recipe import Recipe, lr_scale
 from undercap.train.objective import Objective, check_outputs, make_objective
 
 
@@ -44,7 +43,7 @@ def resolve_torch_device(name: str) -> str:
 
 def scaled_lr(base_lr: float, batch_size: int, max_batch_size: int) -> float:
     """Square-root learning-rate scaling from the largest batch (paper Sec. 4.2)."""
-    return base_lr * math.sqrt(batch_size / max_batch_size)
+    return base_lr * lr_scale(batch_size, max_batch_size)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from undercap.artifacts.workload import Workload
 from undercap.data.base import Splits
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
-from undercap.models.recipe import Recipe
+from undercap.models.recipe import Recipe, lr_scale
 from undercap.train.guard import READ_ONLY, PowerGuard
 from undercap.train.loop import LoopConfig, LoopResult, Trainer, scaled_lr
 
@@ -118,7 +118,7 @@ class TrainSpec:
             lr_scheduler=self.lr_scheduler,
             train_step=self.train_step,
             base_lr=self.base_lr,
-            lr_scale=math.sqrt(self.batch_size / self.b_max),
+            lr_scale=lr_scale(self.batch_size, self.b_max),
         )
         recipe.validate()
         return recipe
