@@ -1,0 +1,153 @@
+"""The flags `undercap run` and `undercap compare` share: data, training, power limits."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Optional
+
+from undercap import defaults
+from undercap.cli.common import (
+    DATA_HELP,
+    MODEL_HELP,
+    add_objective_args,
+    fraction,
+    int_list,
+    positive_float,
+    positive_int,
+)
+from undercap.cli.estimate import seeds_arg
+from undercap.cli.select import add_margin_arg
+
+
+def power_limit(text: str) -> Optional[float]:
+    """'5' -> 5.0 W, 'none' -> no limit."""
+    if text.strip().lower() in ("none", "no", "off", "inf"):
+        return None
+    return positive_float(text)
+
+
+def power_limits(text: str) -> list[Optional[float]]:
+    """'5,7,none' -> [5.0, 7.0, None]."""
+    items = [t for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("give power limits such as 5,7,none")
+    out = [power_limit(t) for t in items]
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"{text!r}: power limits must be distinct")
+    return out
+
+
+def add_data_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--model", required=True, help=MODEL_HELP)
+    g.add_argument(
+        "--target",
+        required=True,
+        help="the dataset to train on: " + DATA_HELP,
+    )
+    g.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
+    g.add_argument(
+        "--input-shape",
+        type=shape,
+        default=None,
+        help="map images to this shape, e.g. 3x32x32 (default: the target's own)",
+    )
+    g.add_argument(
+        "--context",
+        type=positive_int,
+        default=64,
+        help="characters per sequence for text (default 64)",
+    )
+    per_proxy_types = R.proxy_limit_types()  # proxies: one value, or one per --proxy
+    for role in ("proxy", "target", "pretrain"):
+        g.add_argument(
+            f"--{role}-limit",
+            type=per_proxy_types["limit"] if role == "proxy" else positive_int,
+            default=None,
+            help=f"use a class-balanced subset of this many {role} training samples",
+        )
+        g.add_argument(
+            f"--{role}-split-seed",
+            type=per_proxy_types["split_seed"] if role == "proxy" else int,
+            default=0,
+            help=f"seed of the {role} train/test split and subset (default 0)",
+        )
+    g.add_argument(
+        "--pretrain",
+        default=None,
+        metavar="SPEC",
+        help="pre-train on this dataset first; estimates and device runs start from those weights",
+    )
+    g.add_argument(
+        "--pretrain-samples",
+        type=positive_int,
+        default=None,
+        help="pre-training budget in samples (default 5 epochs)",
+    )
+    g.add_argument(
+        "--pretrained",
+        default=None,
+        metavar="WEIGHTS",
+        help="start from these weights (from `undercap pretrain`)",
+    )
+
+
+def add_training_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("training")
+    g.add_argument(
+        "--batch-sizes",
+        type=int_list,
+        default=list(defaults.RECIPE_BATCH_SIZES),
+        help="candidate batch sizes, e.g. 8..256 (default) or 16,32,64",
+    )
+    g.add_argument(
+        "--max-samples",
+        type=positive_int,
+        default=defaults.RECIPE_MAX_SAMPLES,
+        help=f"sample budget of every training run (default {defaults.RECIPE_MAX_SAMPLES})",
+    )
+    g.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=defaults.RECIPE_EVAL_EVERY_SAMPLES,
+        help="evaluate every this many training samples "
+        f"(default {defaults.RECIPE_EVAL_EVERY_SAMPLES})",
+    )
+    g.add_argument(
+        "--eval-max-samples",
+        type=positive_int,
+        default=None,
+        help="evaluate on at most this many test samples",
+    )
+    g.add_argument(
+        "--lr",
+        type=positive_float,
+        default=None,
+        help="learning rate at the largest batch (default: the model's)",
+    )
+    g.add_argument(
+        "--estimate-seeds",
+        type=seeds_arg,
+        default=None,
+        help="seeds of the r(b) estimates, e.g. 3 or 0,1,2",
+    )
+    g.add_argument(
+        "--proxy-accuracy",
+        type=fraction,
+        default=None,
+        help="target accuracy on the proxy (default: the target's)",
+    )
+    g.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
+    g.add_argument(
+        "--jobs", type=positive_int, default=1, help="parallel estimate runs (default 1)"
+    )
+    g.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="cache of profiles, estimates and runs (default OUTPUT/cache)",
+    )
+    add_objective_args(g)
+    add_margin_arg(g)
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
