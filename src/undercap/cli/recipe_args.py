@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from undercap import defaults
+from undercap.cli import rules as R
 from undercap.cli.common import (
     DATA_HELP,
     MODEL_HELP,
@@ -15,6 +16,7 @@ from undercap.cli.common import (
     int_list,
     positive_float,
     positive_int,
+    shape,
 )
 from undercap.cli.estimate import seeds_arg
 from undercap.cli.select import add_margin_arg

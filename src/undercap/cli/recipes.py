@@ -17,6 +17,7 @@ from undercap.cli.common import (
     objective_kwargs,
     training_exit_code,
 )
+from undercap.cli.estimate import seeds_arg
 from undercap.cli.recipe_args import add_data_args, add_training_args, power_limit, power_limits
 from undercap.cli.rules import add_rule_args
 
