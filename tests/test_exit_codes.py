@@ -174,3 +174,47 @@ def test_ctrl_c_is_130(tmp_path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == "error: interrupted (device settings were restored)"
+
+
+@pytest.mark.parametrize(
+    ("torch_v", "numpy_v", "clash"),
+    [
+        ("2.1.0", "2.2.6", True),
+        ("2.0.0a0+ec3941ad.nv23.02", "2.0.0", True),  # a JetPack 5 wheel's version
+        ("2.0.1+cu117", "1.24.4", False),
+        ("2.3.0", "2.2.6", False),
+        ("2.13.0+cpu", "2.3.1", False),
+        (None, "2.2.6", False),
+    ],
+)
+def test_torch_numpy_clash_read_from_metadata(torch_v, numpy_v, clash) -> None:
+    from undercap.cli.preflight import torch_numpy_mismatch
+
+    line = torch_numpy_mismatch(torch_v, numpy_v)
+    assert bool(line) == clash
+    if clash:
+        assert f"torch {torch_v} cannot use the installed numpy {numpy_v}" in line
+        assert line.endswith("pip install 'numpy<2'")
+
+
+def test_numpy_clash_is_one_line_before_torch_is_imported(tmp_path: Path) -> None:
+    """JetPack 6 as pip resolves it (torch 2.1 + numpy 2): importing torch would print
+    numpy's 30-line warning, so the check reads package metadata and stops first."""
+    code = (
+        "import sys, importlib.metadata as md\n"
+        "real = md.version\n"
+        "md.version = lambda n: {'torch': '2.1.0', 'numpy': '2.2.6'}.get(n) or real(n)\n"
+        "from undercap.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "assert 'torch' not in sys.modules, 'torch was imported before the check'\n"
+        "sys.exit(rc)\n"
+    )
+    argv = [a for a in TRAIN if a != "--no-progress"] + ["--target-accuracy", "0.5"]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert proc.returncode == EXIT_USER_ERROR, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: torch 2.1.0 cannot use the installed numpy 2.2.6 (it was built against "
+        "numpy 1.x); torch builds before 2.3 need numpy 1.x: pip install 'numpy<2'"
+    ]

@@ -36,6 +36,12 @@ if [ "$rc" != 2 ] || [[ "$line" != "error: "*"torch 2.1.0"*"pip install 'numpy<2
     echo "expected exit 2 and one line naming pip install 'numpy<2'" >&2
     exit 1
 fi
+# ... and nothing above it: no numpy warning, no traceback (torch is not imported first)
+if [ "$(wc -l < "$OUT/numpy2/run.log")" != 1 ]; then
+    echo "expected the error line alone on stderr, got:" >&2
+    cat "$OUT/numpy2/run.log" >&2
+    exit 1
+fi
 
 "$VENV/bin/pip" install -q "numpy<2"
 "$VENV/bin/python" -c 'import numpy; print(f"after pip install numpy<2: numpy {numpy.__version__}")'

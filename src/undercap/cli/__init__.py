@@ -33,6 +33,8 @@ COMMAND_MODULES = (
     "undercap.cli.solar",
     "undercap.cli.fleet",
 )
+# Commands that import torch: their torch/numpy versions are checked first (preflight).
+TORCH_COMMANDS = frozenset(("profile", "pretrain", "estimate", "train", "run", "compare", "fleet"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +60,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     try:
+        if args.command in TORCH_COMMANDS:
+            from undercap.cli.preflight import check_torch_numpy
+
+            check_torch_numpy()
         rc = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
     except UndercapError as e:
