@@ -15,6 +15,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -22,15 +23,40 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "undercap"
 
 
+def torch_requirement(env: Optional[str], running_version: str) -> str:
+    """What the fresh venv installs: UNDERCAP_WHEEL_TORCH, else the running torch's
+    release. Its local label ('+cu117', '+cpu') names a build no index resolves by
+    that pin (PEP 440: a local label only matches where the index serves it), so it
+    is dropped and pip picks that release's build (from its cache where it has one)."""
+    if env:
+        return env
+    return "torch==" + running_version.split("+", 1)[0]
+
+
 def _torch_requirement() -> str:
     req = os.environ.get("UNDERCAP_WHEEL_TORCH")
     if req == "skip":
         pytest.skip("UNDERCAP_WHEEL_TORCH=skip")
-    if req:
-        return req
     import torch
 
-    return f"torch=={torch.__version__}"
+    return torch_requirement(req, torch.__version__)
+
+
+@pytest.mark.parametrize(
+    ("env", "running", "want"),
+    [
+        (None, "2.0.1+cu117", "torch==2.0.1"),
+        ("", "2.13.0+cpu", "torch==2.13.0"),
+        (None, "2.1.0", "torch==2.1.0"),
+        (
+            "/wheels/torch-2.1.0-cp310-linux_aarch64.whl",
+            "2.1.0",
+            "/wheels/torch-2.1.0-cp310-linux_aarch64.whl",
+        ),
+    ],
+)
+def test_torch_pin_drops_the_local_label(env, running, want) -> None:
+    assert torch_requirement(env, running) == want
 
 
 def _sh(*args: str, cwd: Path) -> subprocess.CompletedProcess:
