@@ -102,6 +102,44 @@ def test_no_import_cycles() -> None:
     assert cycles(graph) == []
 
 
+#: The stages from the bottom up: a package imports only packages of a lower rank
+#: (its own modules aside). `undercap` itself (the lazy public API, __version__) is
+#: outside the order. report/ sits low: profiling and training draw progress bars.
+LAYERS = {
+    "errors": 0, "defaults": 0,
+    "artifacts": 1,
+    "select": 2, "devices": 2, "models": 2,
+    "data": 3, "report": 3,
+    "train": 4,
+    "profile": 5, "estimate": 5,
+    "recipes": 6,
+    "fleet": 7,
+    "cli": 8,
+}  # fmt: skip
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a package to one of the same or a higher rank."""
+    out = []
+    for mod, targets in sorted(graph.items()):
+        src = mod.split(".")[1] if "." in mod else None
+        for t in sorted(targets):
+            dst = t.split(".")[1] if "." in t else None
+            if src and dst and src != dst and LAYERS[dst] >= LAYERS[src]:
+                out.append(f"{mod} -> {t}")
+    return out
+
+
+def test_upward_import_finder_finds_one() -> None:
+    graph = {"undercap.models.registry": {"undercap.data.text", "undercap.errors"}}
+    assert upward_imports(graph) == ["undercap.models.registry -> undercap.data.text"]
+
+
+def test_imports_run_down_the_layers() -> None:
+    assert set(LAYERS) == {m.split(".")[1] for m in MODULES if "." in m}
+    assert upward_imports(import_graph()) == []
+
+
 def test_top_level_shows_the_method() -> None:
     # py.typed is PEP 561's marker file, not a stage (the before-stop hook skips it too)
     entries = sorted(

@@ -17,7 +17,7 @@ from undercap.artifacts.efficiency import (
 )
 from undercap.cli import main
 from undercap.errors import ArtifactError
-from undercap.recipes.ensemble import as_set, pooled_efficiency, proxies_relative
+from undercap.select.pooling import as_set, pooled_efficiency, proxies_relative
 
 QUICK = [
     "--device", "sim:jetson-nano", "--model", "small-cnn", "--batch-sizes", "16,64",

@@ -56,14 +56,15 @@ def cmd_select(args: argparse.Namespace) -> int:
     from undercap.artifacts import load_efficiency, load_profile
     from undercap.artifacts.efficiency import load_efficiencies
     from undercap.errors import UndercapError
-    from undercap.recipes.ensemble import ensemble_selection, pooled_efficiency, several
+    from undercap.recipes.ensemble import ensemble_selection
     from undercap.report.text import selection_summary
+    from undercap.select.pooling import pooled_efficiency, several
 
     profile = load_profile(args.profile)
     effs = load_efficiencies(args.efficiency)
     for member in effs.members:
         _same_model(profile, member, args.profile, ", ".join(map(str, args.efficiency)))
-    eff = pooled_efficiency(effs)  # several proxies: their median r(b) (recipes/ensemble.py)
+    eff = pooled_efficiency(effs)  # several proxies: their median r(b) (select/pooling.py)
     if several(eff) and args.objective != "time":
         raise UndercapError("several proxies rank time to accuracy only; use --objective time")
     proxy = eff

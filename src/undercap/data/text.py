@@ -1,8 +1,7 @@
 """Plain-text corpora for the character transformer.
 
 One fixed vocabulary for every corpus, so weights pre-trained on one text transfer to
-another: index 0 is "\\n", indices 1..95 are printable ASCII 32..126, index 96 is
-<unk> (shown as U+FFFD) for any other character. VOCAB_SIZE = 97.
+another (models/vocab.py: "\\n", printable ASCII 32..126, <unk>; VOCAB_SIZE = 97).
 
 Normalisation before mapping (so typographic variants are not <unk>): CRLF and CR ->
 LF, tab and no-break space -> space, curly single quotes -> ', curly double quotes ->
@@ -25,11 +24,8 @@ import numpy as np
 import torch
 
 from undercap.errors import DataError
+from undercap.models.vocab import UNK_ID, VOCAB, VOCAB_SIZE
 
-UNK = "\ufffd"
-VOCAB = "\n" + "".join(chr(c) for c in range(32, 127)) + UNK
-VOCAB_SIZE = len(VOCAB)  # 97
-UNK_ID = VOCAB_SIZE - 1
 _REPLACE = str.maketrans(
     {
         "\t": " ",

@@ -59,7 +59,7 @@ class ModelSpec:
         vocabulary for next-token models (`task` for a user's), else 10 (the head is a
         tiny share of the work; a user's model that ignores it keeps its own)."""
         if self.task_for(task) == "next-token":
-            from undercap.data.text import VOCAB_SIZE
+            from undercap.models.vocab import VOCAB_SIZE
 
             return int(VOCAB_SIZE)
         return 10

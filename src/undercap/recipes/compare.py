@@ -53,7 +53,7 @@ from undercap.recipes.common import (
     stderr_log,
     with_pretrained,
 )
-from undercap.recipes.ensemble import as_set, pooled_efficiency
+from undercap.select.pooling import as_set, pooled_efficiency
 
 #: (batch_size, freq_mhz, seed, power_limit_w) -> the run (method fields filled later)
 TrainFn = Callable[[int, float, int, Optional[float]], RunRecord]

@@ -37,18 +37,12 @@ from undercap.recipes.common import (
     stderr_log,
     with_pretrained,
 )
-from undercap.recipes.ensemble import (
-    as_set,
-    check_several,
-    ensemble_selection,
-    load_pooled,
-    pooled_efficiency,
-    several,
-)
+from undercap.recipes.ensemble import check_several, ensemble_selection, load_pooled
 from undercap.recipes.gns_check import apply_check, cross_check
 from undercap.recipes.profiling import complete, profile_stage, with_cost
 from undercap.recipes.select import build_selection, training_of
 from undercap.select import lowest_feasible_power_w
+from undercap.select.pooling import as_set, pooled_efficiency, several
 from undercap.train.schedule import Budget, LiveSource, budget_from, follow_kwargs
 
 

@@ -75,9 +75,9 @@ def follower_for(schedule: Any, profile: Any, relative: Any, objective: Mapping[
 
 
 def median_relative(proxies: Any, relative: Any) -> dict[int, float]:
-    """The median r(b) of several proxies (recipes/ensemble.py); not with `relative`."""
+    """The median r(b) of several proxies (select/pooling.py); not with `relative`."""
     if relative is not None:
         raise UndercapError("capped(): give relative= (one proxy) or proxies=, not both")
-    from undercap.recipes.ensemble import proxies_relative
+    from undercap.select.pooling import proxies_relative
 
     return proxies_relative(proxies)
