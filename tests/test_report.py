@@ -20,15 +20,8 @@ from undercap.artifacts.comparison import (
     summary_for,
 )
 from undercap.errors import ArtifactError
-from undercap.report.compare import (
-    RUN_COLUMNS,
-    SUMMARY_COLUMNS,
-    markdown_report,
-    plot_bars,
-    runs_csv,
-    summary_csv,
-    write_comparison_report,
-)
+from undercap.report.compare import markdown_report, plot_bars, write_comparison_report
+from undercap.report.compare_csv import RUN_COLUMNS, SUMMARY_COLUMNS, runs_csv, summary_csv
 
 # method -> limit -> (batch, freq, per-seed times); None time = not reached
 TIMES = {
