@@ -49,6 +49,8 @@ from undercap.errors import UndercapError
 from undercap.models.flops import flop_counter
 from undercap.models.outputs import logits_of, loss_of
 from undercap.models.registry import BUILTIN
+from undercap.models.taskprobe import dummy_batch, forward, resolve_task, token_vocab
+from undercap.models.tasks import Task, name_it
 
 _aten = torch.ops.aten
 _BATCHES = (2, 4)
@@ -116,18 +118,7 @@ class _StepCounts:
     kernels: int
 
 
-def _inputs(
-    sequence: bool, input_shape: Sequence[int], batch: int, num_classes: int, gen: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random inputs and labels: token ids in and out for next-token models."""
-    if sequence:
-        x = torch.randint(0, num_classes, (batch, *input_shape), generator=gen)
-        return x, torch.randint(0, num_classes, (batch, *input_shape), generator=gen)
-    x = torch.randn((batch, *input_shape), generator=gen)
-    return x, torch.randint(0, num_classes, (batch,), generator=gen)
-
-
-def _count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> _StepCounts:
+def _count_step(model: nn.Module, task: Task, x: torch.Tensor, y: torch.Tensor) -> _StepCounts:
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     saved: dict[int, int] = {}
 
@@ -140,7 +131,7 @@ def _count_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> _StepCoun
     model.zero_grad(set_to_none=True)
     with flop_counter() as fc, _KernelCounter() as kc:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out = model(x)
+            out = forward(model, task, x, y)
         loss = loss_of(out)
         if loss is None:
             logits = logits_of(out)
@@ -166,23 +157,26 @@ def workload_of(
     model: nn.Module, name: str, input_shape: Sequence[int], task: Optional[str] = None
 ) -> Workload:
     """Measure a model's training cost per sample (see module docstring). The model
-    itself is not touched (a CPU copy is stepped). `task` ("classification" or
-    "next-token") says what inputs to feed a user's model (built-ins know theirs);
-    `name` labels the workload (any name: a model in a user's own loop has none in
-    the registry, and is counted with Adam's optimizer step)."""
+    itself is not touched (a CPU copy is stepped). `task` (models/tasks.py) says what
+    inputs to feed a user's model; built-ins know theirs, and a user's model without
+    one is inferred (models/taskprobe.py). `name` labels the workload (any name: a
+    model in a user's own loop has none in the registry, and is counted with Adam's
+    optimizer step)."""
     input_shape = tuple(int(s) for s in input_shape)
     spec = BUILTIN.get(name)
-    sequence = (task or (spec.task if spec else None)) == "next-token"
     optimizer = spec.optimizer if spec else "adam"
     probe = copy.deepcopy(model).to("cpu").train()
+    kind = resolve_task(probe, input_shape, task or (spec.task if spec else None))
     gen = torch.Generator().manual_seed(0)
-    num_classes = _output_classes(probe, sequence, input_shape, gen)
+    num_classes = _output_classes(probe, kind, input_shape, gen)
+    vocab = token_vocab(probe) or num_classes
     n_params = sum(p.numel() for p in probe.parameters() if p.requires_grad)
-    key = (name, input_shape, num_classes, n_params, sequence)
+    key = (name, input_shape, num_classes, n_params, kind.name)
     if key in _cache:
         return _cache[key]
     small, large = (
-        _count_step(probe, *_inputs(sequence, input_shape, b, num_classes, gen)) for b in _BATCHES
+        _count_step(probe, kind, *dummy_batch(kind, input_shape, b, vocab, num_classes, gen))
+        for b in _BATCHES
     )
     db = _BATCHES[1] - _BATCHES[0]
     wl = Workload(
@@ -199,19 +193,20 @@ def workload_of(
 
 
 def _output_classes(
-    model: nn.Module, sequence: bool, input_shape: tuple[int, ...], gen: torch.Generator
+    model: nn.Module, task: Task, input_shape: tuple[int, ...], gen: torch.Generator
 ) -> int:
     """Classes (vocabulary) of the model's output, from one forward pass on a dummy
     batch of `input_shape`; a model that cannot take that shape is one line naming
-    both shapes."""
-    x, _ = _inputs(sequence, input_shape, 2, 2, gen)
+    both shapes and the task undercap took it for."""
+    vocab = token_vocab(model) or 2
+    x, y = dummy_batch(task, input_shape, 2, vocab, vocab, gen)
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            out = model(x)
+            out = forward(model, task, x, y)
     except Exception as e:
-        raise UndercapError(_shape_mismatch(model, input_shape, sequence, e)) from e
+        raise UndercapError(_shape_mismatch(model, input_shape, task, e)) from e
     finally:
         model.train(was_training)
     try:
@@ -222,23 +217,24 @@ def _output_classes(
 
 def output_classes(model: nn.Module, input_shape: Sequence[int], task: Optional[str]) -> int:
     """Classes of a model's output for per-sample inputs of `input_shape` (one forward
-    pass on a dummy batch: token ids for "next-token", random floats otherwise)."""
+    pass on a dummy batch of the task's inputs: models/taskprobe.py)."""
     gen = torch.Generator().manual_seed(0)
     shape = tuple(int(s) for s in input_shape)
-    return _output_classes(model, task == "next-token", shape, gen)
+    return _output_classes(model, resolve_task(model, shape, task), shape, gen)
 
 
 def _shape_mismatch(
-    model: nn.Module, input_shape: tuple[int, ...], sequence: bool, e: BaseException
+    model: nn.Module, input_shape: tuple[int, ...], task: Task, e: BaseException
 ) -> str:
-    """One line: the input shape given, the one the model's first layer takes."""
+    """One line: the input shape given, the one the model's first layer takes, and
+    the task to name if undercap's was wrong."""
     given = "x".join(str(s) for s in input_shape)
-    kind = "token ids" if sequence else "inputs"
+    kind = "token ids" if task.token_inputs else "inputs"
     wants = _first_layer_wants(model)
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return (
         f"the model does not take {kind} of --input-shape {given} (per sample {input_shape})"
-        f"{'; ' + wants if wants else ''}: {type(e).__name__}: {msg}"
+        f"{'; ' + wants if wants else ''}: {type(e).__name__}: {msg}; {name_it(task.name)}"
     )
 
 

@@ -82,7 +82,7 @@ def run_profile(
     cannot win, and `margin_w` replaces the measured margins in its feasibility test.
     Rows of `prior` (same device and model) are reused, not measured again, and its
     cost is added. Read-only devices are measured at their current clock only.
-    `task` ("classification" or "next-token") tells a user's model's inputs apart."""
+    `task` (models/tasks.py) names a user's model's task where it cannot be inferred."""
     from undercap.train.loop import resolve_torch_device
 
     settings = settings or ProfileSettings()

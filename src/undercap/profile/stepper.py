@@ -1,7 +1,8 @@
 """Real training steps of one model on the host, with synthetic inputs of its shape.
 
 Time per sample is data-independent (paper Sec. 4.1), so profiling feeds random
-tensors: images for classification models, token ids for next-token models. The
+tensors of the model's task (models/taskprobe.py): images for classification
+models, token ids for the token tasks (a seq2seq model also gets target ids). The
 labels' range is the model's own output width (one forward pass on a dummy batch,
 models/workload.py), so a user's model that ignores `num_classes` profiles too, and a
 model that does not take `input_shape` is one error line naming both shapes.
@@ -29,6 +30,7 @@ class Stepper:
         import torch
 
         from undercap.models.registry import model_spec
+        from undercap.models.taskprobe import resolve_task, token_vocab
         from undercap.models.workload import output_classes, workload_of
 
         spec = model_spec(model_name)
@@ -36,33 +38,32 @@ class Stepper:
         self.torch = torch
         self.device = torch_device
         self.model = spec.build(num_classes=num_classes, input_shape=input_shape)
+        self.task = resolve_task(self.model, input_shape, task or spec.task)
         if not spec.builtin:  # the model's own output width, whatever it was asked for
-            num_classes = output_classes(self.model, input_shape, spec.task_for(task))
-        self.workload: Workload = workload_of(self.model, model_name, input_shape, task)
+            num_classes = output_classes(self.model, input_shape, self.task.name)
+        self.workload: Workload = workload_of(self.model, model_name, input_shape, self.task.name)
         self.model.to(torch_device).train()
         opt = torch.optim.AdamW if spec.optimizer == "adamw" else torch.optim.Adam
         self.optimizer = opt(self.model.parameters(), lr=1e-4)
         self.input_shape = input_shape
         self.num_classes = num_classes
-        self.is_text = spec.task_for(task) == "next-token"
+        self.vocab = token_vocab(self.model) or num_classes
         self._batch: Optional[tuple] = None
 
     def set_batch_size(self, b: int) -> None:
-        torch = self.torch
-        if self.is_text:  # token ids in, next-token ids out
-            x = torch.randint(0, self.num_classes, (b, *self.input_shape))
-            y = torch.randint(0, self.num_classes, (b, *self.input_shape))
-        else:
-            x = torch.randn(b, *self.input_shape)
-            y = torch.randint(0, self.num_classes, (b,))
+        from undercap.models.taskprobe import dummy_batch
+
+        gen = self.torch.Generator().manual_seed(b)
+        x, y = dummy_batch(self.task, self.input_shape, b, self.vocab, self.num_classes, gen)
         self._batch = (x.to(self.device), y.to(self.device))
 
     def step(self) -> None:
+        from undercap.models.taskprobe import forward
         from undercap.train.objective import make_objective
 
         x, y = self._batch  # type: ignore[misc]
         self.optimizer.zero_grad(set_to_none=True)
-        loss = make_objective().loss(self.model(x), y)
+        loss = make_objective().loss(forward(self.model, self.task, x, y), y)
         loss.backward()
         self.optimizer.step()
 

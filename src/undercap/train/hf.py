@@ -2,15 +2,19 @@
 'undercap[hf]'`): what `undercap.capped()` does, from the Trainer's own events.
 
     cb = UndercapTrainerCallback(device, "run-out/selection.json", model=model,
-                                 input_shape=(64,), task="next-token",
-                                 metric="eval_accuracy", target_accuracy=0.5)
+                                 input_shape=(64,), metric="eval_accuracy",
+                                 target_accuracy=0.5)
+    args = TrainingArguments(..., per_device_train_batch_size=cb.batch_size)
     trainer = Trainer(model=model, args=args, callbacks=[cb], ...)
     with cb:                      # the device is restored even if train() raises
         trainer.train()
     print(cb.result())
 
 * when the Trainer is built (`on_init_end`): the selected batch size becomes
-  `per_device_train_batch_size` (divided by `gradient_accumulation_steps`), and
+  `per_device_train_batch_size` (divided by `gradient_accumulation_steps`; from
+  transformers 5 on the Trainer has fixed its batch size by then, so build the
+  arguments with `per_device_train_batch_size=cb.batch_size`: `on_train_begin`
+  checks the Trainer's real batch size and names the fix when it differs), and
   `learning_rate`, read as the rate at the estimate's largest batch, is scaled by
   sqrt(b / b_max) (paper Sec. 4.2);
 * `on_train_begin`: lock the clock, sample power, start the guard;
@@ -76,7 +80,21 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
             args.learning_rate = self.driver.lr(float(args.learning_rate))
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        self._check_loader(kw.get("train_dataloader"), args)
         self.driver.begin(kw.get("model"))
+
+    def _check_loader(self, loader: Any, args: Any) -> None:
+        """The Trainer's real batch size must be the selected one: transformers 5
+        fixes it before `on_init_end`, so setting it there is too late; every step
+        would be charged b samples while the Trainer trains fewer."""
+        real = _loader_batch_size(loader)
+        want = self.driver.batch_size // int(args.gradient_accumulation_steps)
+        if real is not None and real != want:
+            raise UndercapError(
+                f"the Trainer trains batches of {real}, not the selected {want}: build "
+                "TrainingArguments with per_device_train_batch_size=callback.batch_size "
+                "(divided by gradient_accumulation_steps)"
+            )
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.driver.resume()
@@ -110,3 +128,12 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.driver.end()
+
+
+def _loader_batch_size(loader: Any) -> Any:
+    """The batch size of a DataLoader (or accelerate's wrapper of one), or None."""
+    for holder in (loader, getattr(loader, "batch_sampler", None)):
+        size = getattr(holder, "batch_size", None)
+        if isinstance(size, int):
+            return size
+    return None
