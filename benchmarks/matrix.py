@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 import matrix_data as M
+import matrix_race as MR
 
 RULES = ("paper", "spread", "gns-target", "gns-transfer", "gns-proxy")
 #: gns-proxy is a control, not a usable rule: Algorithm 1 on r_gns of the PROXY's own
@@ -53,7 +54,12 @@ RULES = ("paper", "spread", "gns-target", "gns-transfer", "gns-proxy")
 #: r(b) over the proxies (the rule); ensemble-mean and ensemble-minimax (the smallest
 #: worst regret over the proxies) are controls for the choice of the median.
 ENSEMBLE_RULES = ("ensemble", "ensemble-mean", "ensemble-minimax")
-ALL_RULES = RULES + ENSEMBLE_RULES
+#: A race on the target (select/race.py, issue 25; matrix_race.py replays it on the
+#: stored curves): "default" is what `undercap run` does with these proxies by default
+#: (the ensemble rule, or the race when defaults.RACE is on), "race" the race as
+#: `--race` runs it (defaults.RACE_*), its device-time cost in each cell.
+RACE_RULES = ("default", "race")
+ALL_RULES = RULES + ENSEMBLE_RULES + RACE_RULES
 OTHERS = "others"
 DEVICES = ("sim:jetson-nano", "sim:jetson-tx2nx")
 
@@ -424,18 +430,38 @@ def run_modality(mod: M.Modality, args, cache) -> dict | None:  # type: ignore[n
         n_all = len(effs[name].samples_to_target) * args.seeds
         reached = sum(n is not None for r in effs[name].samples_to_target.values() for n in r)
         data[name] = {"runs": runs, "relative": rel, "spread": spread, "reached": f"{reached}/{n_all}",
-                      "gns": gns[name]}  # fmt: skip
+                      "gns": gns[name], "target_accuracy": effs[name].target_accuracy}  # fmt: skip
     t_est = stored_s if args.estimates_from is not None else time.monotonic() - t0
     cells, one_seed, costs = [], {s: [] for s in range(args.seeds)}, []
+    race = {"rows": [], "sweep": {}, "curves": {n: MR.curves_of(effs[n]) for n in names}}
     for device_name in args.devices.split(","):
         profile, limits = device_side(mod, device_name, args, cache, names)
         cs = cells_for(profile, device_name, limits, data, args)
-        cells += cs + ensemble_cells(profile, device_name, limits, data)
+        ens = ensemble_cells(profile, device_name, limits, data)
+        cells += cs + ens + default_and_race(profile, device_name, limits, data, ens, race)
         for s, c1 in one_seed_cells(profile, device_name, limits, data, args.seeds).items():
             one_seed[s] += c1
         costs += probe_costs(profile, limits, data, cs, args)
     return {"mod": mod, "names": names, "data": data, "cells": cells, "one_seed": one_seed,
-            "probe_costs": costs, "estimate_s": t_est, "effs": effs}  # fmt: skip
+            "probe_costs": costs, "estimate_s": t_est, "effs": effs, "race": race}  # fmt: skip
+
+
+def default_and_race(profile, device_name, limits, data: dict, ens: list, race: dict) -> list:  # type: ignore[no-untyped-def]
+    """The default rule's and the race's cells; the race grid's cells into race["sweep"],
+    the race's per-seed detail into race["rows"] (matrix_race.py)."""
+    from undercap import defaults
+
+    opt_in = MR.default_params()
+    raced, rows = MR.race_cells(profile, device_name, limits, data, race["curves"], opt_in, "race")
+    race["rows"] += rows
+    for p in MR.GRID:
+        cs, rows = MR.race_cells(profile, device_name, limits, data, race["curves"], p, p.label)
+        acc = race["sweep"].setdefault(p.label, ([], []))
+        acc[0].extend(cs)
+        acc[1].extend(rows)
+    median = [c for c in ens if c.rule == "ensemble"]
+    default = raced if defaults.RACE else median
+    return MR.relabel(default, "default") + raced
 
 
 def write_modality(res: dict, out: Path) -> str:
@@ -454,7 +480,12 @@ def write_modality(res: dict, out: Path) -> str:
           "per target over every device and limit. Server: samples the proxies' estimates "
           "trained (and as a multiple of one proxy's, their median), and the summed wall time "
           "of their runs (single-threaded runs, two at a time on this machine):", "",
-          ensemble_table(cells, res["effs"]),          f"Noise-scale probe: {g.steps} steps of B_big = {g.b_big} as sub-batches of {g.b_small} "
+          ensemble_table(cells, res["effs"]),
+          "A race on the target (select/race.py; `default` is what `undercap run` does by default, "
+          "`race` is `--race` with its defaults, every race's device-time cost included; "
+          f"per seed in `{mod.name}-race.csv`). The budget grid (k candidates, budget per candidate "
+          "as a share of the favourite's predicted time, m the accuracy margin), same cells:", "",
+          MR.sweep_table(res["race"]["sweep"], [c for c in cells if c.rule == "ensemble"]),          f"Noise-scale probe: {g.steps} steps of B_big = {g.b_big} as sub-batches of {g.b_small} "
           f"({g.samples} samples) per target; its device time is {100 * costs[len(costs) // 2]:.1f}% "
           f"of the training time of the median cell (min {100 * costs[0]:.1f}%, max {100 * costs[-1]:.1f}%).",
           ""]  # fmt: skip
@@ -466,6 +497,7 @@ def write_modality(res: dict, out: Path) -> str:
         d = c.to_dict()
         w.writerow([d[k] for k in keys])
     write_atomic(out / f"{mod.name}-cells.csv", buf.getvalue())
+    write_atomic(out / f"{mod.name}-race.csv", MR.rows_csv(res["race"]["rows"]))
     gns = {n: d["gns"].to_dict() for n, d in res["data"].items()}
     obj = {"datasets": {n: {"runs": {str(b): v for b, v in d["runs"].items()},
                             "relative": {str(b): v for b, v in d["relative"].items()},

@@ -72,6 +72,17 @@ GNS_BUDGET_FRACTION = 0.01
 #: which rule makes the trained choice: "paper" (Algorithm 1), "spread" or "gns"
 SELECTION_RULE = "paper"
 
+# --- a race on the target between the proxies' candidates (select/race.py) ------------
+#: off by default: measured on the matrix (benchmarks/results/matrix/README.md, "A race
+#: on the target"), no budget makes it better than the proxies' median alone
+RACE = False
+#: each candidate trains this fraction of the favourite's predicted training time
+RACE_FRACTION = 0.05
+#: at most this many candidates (the median's choice and the proxies' own picks)
+RACE_CANDIDATES = 2
+#: a challenger must be this much more accurate than the favourite at the race's end
+RACE_MARGIN = 0.0
+
 # --- spread-aware selection (select/robust.py) ------------------------------------------
 #: configurations within this many standard errors of Algorithm 1's predicted time are
 #: "within the noise"; the spread rule takes the smallest worst case among them
