@@ -1,6 +1,6 @@
 """The fleet on a real Flower deployment, over loopback: a SuperLink, two SuperNodes
 (simulated Jetsons under their own caps, given by --node-config) and `flwr run` of
-examples/fleet-app, as docs/fleet.md says. The global model reaches its target, the
+examples/fleet-app, as docs/guides/fleet.md says. The global model reaches its target, the
 SuperLink writes the results folder, every node's peak stays under its own cap, and
 every process started here is stopped (marked slow: about 50 s on 2 cores). Needs
 the `fleet` extra."""
