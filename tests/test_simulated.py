@@ -10,7 +10,7 @@ from undercap.devices import controlled, locked, open_device
 from undercap.devices.simulated import SimulatedDevice, known_names
 from undercap.errors import DeviceError, DeviceOutOfMemoryError, DevicePermissionError
 
-DEVICES = ("jetson-nano", "jetson-tx2nx", "jetson-orin-nano")
+DEVICES = ("jetson-nano", "jetson-tx2nx", "jetson-orin-nano", "jetson-xavier-nx")
 
 # ResNet18 on 32x32 inputs as models.workload_of measures it (FlopCounterMode counts 2
 # FLOPs per multiply-add: ~0.56 GMAC forward -> ~3.3 GFLOP forward + backward).
@@ -45,7 +45,12 @@ def test_frequency_tables_match_l4t() -> None:
 
 @pytest.mark.parametrize(
     ("name", "rail"),
-    [("jetson-nano", "POM_5V_IN"), ("jetson-tx2nx", "VDD_IN"), ("jetson-orin-nano", "VDD_IN")],
+    [
+        ("jetson-nano", "POM_5V_IN"),
+        ("jetson-tx2nx", "VDD_IN"),
+        ("jetson-orin-nano", "VDD_IN"),
+        ("jetson-xavier-nx", "VDD_IN"),
+    ],
 )
 def test_info_says_simulated_and_names_real_rails(name: str, rail: str) -> None:
     dev = open_device(f"sim:{name}", seed=3)
