@@ -56,6 +56,15 @@ ESTIMATE_TARGET_FRACTION = 0.95
 #: their best accuracies spread by well under 2 points in benchmarks/results (efficiency
 #: curves); a nearer miss runs the other seeds, which may still cross.
 ESTIMATE_HOPELESS_GAP = 0.02
+#: --executor ray (estimate/ray_executor.py): Ray retries a run whose worker or node
+#: died this many times (Ray's max_retries; a Python error in the run is not retried)
+RAY_RUN_RETRIES = 3
+#: a local Ray's object store: records and weights pass through it, nothing bigger
+#: (Ray's default, 30% of memory, is far more than an estimate needs)
+RAY_OBJECT_STORE_BYTES = 256 * 1024**2
+#: --ray-address is checked with a TCP connect this long before ray.init, which
+#: retries an unreachable head for about a minute
+RAY_CONNECT_TIMEOUT_S = 5.0
 
 # --- the on-device cross-check of r(b): gradient noise scale (estimate/gns.py) --------
 #: bootstrap resamples over the probe steps for B_simple's interval

@@ -35,6 +35,24 @@ def seeds_arg(text: str) -> list[int]:
     return seeds
 
 
+def add_executor_args(p: Any) -> None:
+    """Where the estimate's (b, seed) runs go (estimate, run, compare)."""
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this machine, --jobs worker processes (default); ray: one Ray task "
+        "per run, on a local Ray or the cluster at --ray-address (pip install 'undercap[ray]')",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="with --executor ray: join this cluster (HOST:PORT of its head, ray://HOST:PORT, "
+        "or auto); default: start a local Ray and stop it at the end",
+    )
+
+
 def _add_data_args(
     p: argparse.ArgumentParser, *, default: Optional[str], several: bool = False
 ) -> None:
@@ -97,7 +115,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         help="torch threads (estimate: per job; default: the cores, split between --jobs "
-        "workers; 1 is fastest on a busy machine)",
+        "workers; 1 is fastest on a busy machine; with --executor ray: CPUs per run, "
+        "default 1)",
     )
     add_objective_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -214,6 +233,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="run (b, seed) jobs in N worker processes (default 1)",
     )
+    add_executor_args(e)
     e.add_argument(
         "--work-dir",
         type=Path,
@@ -320,6 +340,8 @@ def _estimate_one(args: argparse.Namespace, dataset: str, work_dir: Path) -> Any
         fresh=args.fresh,
         progress=not args.no_progress,
         threads=args.threads,
+        executor=args.executor,
+        ray_address=args.ray_address,
     )
 
 

@@ -18,7 +18,7 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
-from undercap.cli.estimate import seeds_arg
+from undercap.cli.estimate import add_executor_args, seeds_arg
 from undercap.cli.select import add_margin_arg
 
 
@@ -144,6 +144,7 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--jobs", type=positive_int, default=1, help="parallel estimate runs (default 1)"
     )
+    add_executor_args(g)
     g.add_argument(
         "--cache-dir",
         type=Path,

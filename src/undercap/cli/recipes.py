@@ -163,6 +163,8 @@ def _setup(args: argparse.Namespace) -> Any:
         pretrained=args.pretrained,
         torch_device=args.torch_device,
         jobs=args.jobs,
+        executor=args.executor,
+        ray_address=args.ray_address,
         **objective_kwargs(args),
     )
 
@@ -217,6 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         gns_check=args.gns_check,
         gns_budget=args.gns_budget,
         power_margin_w=args.power_margin_w,
+        **R.race_fields(args),
     )
     out = run(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(out.summary)

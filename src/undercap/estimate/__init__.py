@@ -74,6 +74,7 @@ class _Runner:
     threads: Optional[int]
     progress: bool
     bar: Any
+    remote: Any = None  # estimate.ray_executor.RayRuns under --executor ray
     reused: int = 0
     ran: int = 0
     skipped: list[tuple[int, int]] = field(default_factory=list)  # (b, seed) left out
@@ -134,7 +135,7 @@ class _Runner:
             cache_root=None if self.cache.root is None else str(self.cache.root),
             key=run_key(self.fingerprint, b, seed),
             torch_device=self.device,
-            progress=self.progress and self.jobs == 1,
+            progress=self.progress and self.jobs == 1 and self.remote is None,
         )
 
     def _init_seed(self, seed: int) -> int:
@@ -151,6 +152,9 @@ class _Runner:
         """Run the jobs, leaving out (or cancelling, in the pool) those `skip` rules out
         by then: it sees each finished record's effect before the next job starts."""
         if not todo:
+            return
+        if self.remote is not None:
+            yield from self.remote.run(todo, skip)
             return
         if self.jobs == 1:
             for job in todo:
@@ -188,6 +192,8 @@ class _Runner:
         return self._pool
 
     def close(self) -> None:
+        if self.remote is not None:
+            self.remote.close()
         # Pending futures were cancelled by _execute; shutdown(cancel_futures=) is
         # Python 3.9+, and JetPack 5 runs 3.8.
         if self._pool is not None:
@@ -205,6 +211,8 @@ def estimate(
     progress: bool = True,
     threads: Optional[int] = None,
     log: Callable[[str], None] = _stderr,
+    executor: str = "local",
+    ray_address: Optional[str] = None,
 ) -> Efficiency:
     """Run (or resume) the estimate and return the efficiency artifact (not saved).
 
@@ -212,23 +220,27 @@ def estimate(
     reused unless `fresh`. `jobs` worker processes run (b, seed) jobs in parallel,
     each with `threads` torch threads (default: the cores split between the
     workers). `threads` also applies to jobs=1 runs in this process (default:
-    torch's own setting)."""
+    torch's own setting). executor="ray" runs each (b, seed) as a Ray task instead
+    (estimate.ray_executor): on the cluster at `ray_address`, or a local Ray when
+    None, `threads` (default 1) CPUs and torch threads per run; `jobs` is unused."""
     cfg.validate()
     if jobs < 1:
         raise UndercapError("--jobs must be at least 1")
-    device = resolve_torch_device(torch_device)
-    if threads is not None and jobs == 1:
+    fp = fingerprint(cfg)  # before Ray starts: a bad weights path fails at once
+    remote = _remote(executor, ray_address, torch_device, threads)
+    device = resolve_torch_device(torch_device) if remote is None else remote.device
+    if threads is not None and jobs == 1 and remote is None:
         import torch
 
         torch.set_num_threads(threads)
-    fp = fingerprint(cfg)
     t0 = time.perf_counter()
     bar = progress_bar(
         progress, desc="estimate", unit="run", total=len(cfg.batch_sizes) * len(cfg.seeds)
     )
-    runner = _Runner(cfg, Cache(cache_dir), fp, fresh, device, jobs, threads, progress, bar)
+    runner = _Runner(cfg, Cache(cache_dir), fp, fresh, device, jobs, threads, progress, bar, remote)
     try:
         records, target_info = _run_all(cfg, runner)
+        where = {"executor": "local"} if remote is None else remote.describe()
     finally:
         runner.close()
         bar.close()
@@ -238,13 +250,29 @@ def estimate(
     eff = aggregate(cfg, records, target_info, skipped=runner.skipped, work_dir=work_dir)
     cost = dict(eff.extra["cost"], elapsed_s=time.perf_counter() - t0, reused_runs=runner.reused)
     extra = dict(eff.extra, cost=cost)
-    extra["config"] = _config_record(cfg, fp, work_dir, jobs, device)
+    extra["config"] = dict(_config_record(cfg, fp, work_dir, jobs, device), **where)
     extra["provenance"] = provenance(
         seeds=list(cfg.seeds), torch_device=device, jobs=jobs, torch_threads=threads
     )
     return Efficiency(
         eff.model, eff.dataset, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
     )
+
+
+def _remote(
+    executor: str, address: Optional[str], torch_device: str, threads: Optional[int]
+) -> Any:
+    """None for the local pool; a started estimate.ray_executor.RayRuns for Ray
+    (imported only here: the light install never imports Ray)."""
+    if executor not in ("local", "ray"):
+        raise UndercapError(f"--executor {executor!r}: use local or ray")
+    if executor == "local":
+        if address is not None:
+            raise UndercapError("--ray-address needs --executor ray")
+        return None
+    from undercap.estimate.ray_executor import RayRuns
+
+    return RayRuns(address, torch_device, threads or 1, defaults.RAY_RUN_RETRIES)
 
 
 def _config_record(

@@ -204,6 +204,8 @@ class TrainingSetup:
     pretrained: Optional[str] = None  # weights file every run starts from
     torch_device: str = "auto"
     jobs: int = 1
+    executor: str = "local"  # where estimate runs go: local pool or "ray" (estimate())
+    ray_address: Optional[str] = None  # the Ray cluster to join; None: a local Ray
     loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
     metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
     # the user's own recipe by import path (models/recipe.py); None: the model's
@@ -334,6 +336,8 @@ def estimate_efficiency(
             torch_device=setup.torch_device,
             progress=progress,
             log=log,
+            executor=setup.executor,
+            ray_address=setup.ray_address,
         )
     except UndercapError as e:
         raise UndercapError(f"{role} efficiency on {data.dataset}: {e}") from e
