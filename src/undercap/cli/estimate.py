@@ -302,7 +302,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if args.target_accuracy is None and args.target_fraction is None:
         args.target_fraction = defaults.ESTIMATE_TARGET_FRACTION
     work_dir = args.work_dir or Path(str(args.output) + ".runs")
-    effs = [_estimate_one(args, name, work_dir) for name in args.dataset or ["digits"]]
+    from undercap.estimate import executor_session
+
+    with executor_session(args.executor, args.ray_address):  # one Ray for every proxy
+        effs = [_estimate_one(args, name, work_dir) for name in args.dataset or ["digits"]]
     save_efficiency_set(args.output, EfficiencySet.of(effs))  # one: undercap.efficiency/1
     print("\n".join(estimate_summary(eff) for eff in effs))
     several = f"{len(effs)} proxies' estimates, " if len(effs) > 1 else ""

@@ -24,6 +24,7 @@ pretrain.py (the weights every run starts from).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import statistics
 import sys
@@ -53,7 +54,7 @@ from undercap.estimate.runs import (
 from undercap.report.progress import bar as progress_bar
 from undercap.train.loop import resolve_torch_device, scaled_lr
 
-__all__ = ["EstimateConfig", "estimate"]
+__all__ = ["EstimateConfig", "estimate", "executor_session"]
 
 
 def _stderr(msg: str) -> None:
@@ -273,6 +274,17 @@ def _remote(
     from undercap.estimate.ray_executor import RayRuns
 
     return RayRuns(address, torch_device, threads or 1, defaults.RAY_RUN_RETRIES)
+
+
+def executor_session(executor: str, ray_address: Optional[str]) -> Any:
+    """A context in which every estimate() with the same executor shares one Ray
+    connection (started or joined once; a bad address fails here, before any work);
+    nothing for the local pool."""
+    if executor != "ray":
+        return contextlib.nullcontext()
+    from undercap.estimate.ray_executor import session
+
+    return session(ray_address)
 
 
 def _config_record(

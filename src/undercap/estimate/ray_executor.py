@@ -31,6 +31,7 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
@@ -208,12 +209,26 @@ class RayRuns:
             self.started = False
 
 
+@contextmanager
+def session(address: Optional[str]) -> Iterator[None]:
+    """One Ray connection for several estimates (a command's proxies, `compare`'s proxy
+    and target): each estimate inside it uses it instead of starting its own."""
+    ray = require("ray", "ray", "--executor ray")
+    started = _connect(ray, address)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def _connect(ray: Any, address: Optional[str]) -> bool:
-    """Join the cluster at `address`, or start a local Ray (address None) unless this
-    process is connected already. True when we started or joined (and must leave)."""
+    """Join the cluster at `address`, or start a local Ray (address None), unless this
+    process is connected already (a session, or the caller's own ray.init): then use
+    that connection. True when we started or joined (and must leave)."""
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # Ray 2.4x's warning
-    if address is LOCAL and ray.is_initialized():
-        return False  # the caller's own Ray: use it, leave it running
+    if ray.is_initialized():
+        return False
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     try:
         if address is LOCAL:
