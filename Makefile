@@ -10,11 +10,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TEST_STAMP := $(VENV)/.installed-test-stamp
+DOCS_STAMP := $(VENV)/.installed-docs-stamp
 # make test also installs the integrations, so their tests run instead of skipping
-TEST_EXTRAS ?= all,dev,hf,lightning,tensorboard,fleet
+TEST_EXTRAS ?= all,dev,hf,lightning,tensorboard,fleet,ray
 DEMO_OUT ?= demo-out
 
-.PHONY: demo test test-slow test-jetpack5 test-jetpack6 lint format bench clean
+.PHONY: demo docs test test-slow test-jetpack5 test-jetpack6 lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,6 +26,10 @@ $(STAMP): pyproject.toml
 $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e ".[$(TEST_EXTRAS)]"
 	touch $(TEST_STAMP)
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install -q -e ".[docs]"
+	touch $(DOCS_STAMP)
 
 venv: $(STAMP)
 
@@ -54,8 +59,15 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks examples
 	$(BIN)/ruff check --fix src tests benchmarks examples
 
+# The documentation site (docs/, mkdocs.yml) into build/site; --strict fails on any
+# warning: a broken link or anchor, a page missing from the nav, a docstring mkdocstrings
+# cannot read.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q -d build/site
+	@echo "site: build/site/index.html"
+
 demo: $(STAMP)
 	bash scripts/demo.sh $(DEMO_OUT)
 
 clean:
-	rm -rf $(VENV) .venv-jp5 .venv-jp6 build $(DEMO_OUT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-jp5 .venv-jp6 build site $(DEMO_OUT) .pytest_cache .ruff_cache

@@ -1,19 +1,67 @@
-"""The README's Python example runs as written (in a temp folder)."""
+"""The documentation: the README stays a short landing page whose links resolve, the
+site's navigation holds every page, the generated command-line reference covers every
+subcommand and option, and the API page's Python example runs as written."""
 
 from __future__ import annotations
 
+import argparse
 import re
 
 from conftest import REPO
 
+DOCS = REPO / "docs"
+README_MAX_BYTES = 15_000
 
-def test_readme_python_example_runs(tmp_path, monkeypatch):
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+
+def _nav_pages() -> list[str]:
+    """The .md paths named in mkdocs.yml's nav (read as text: no YAML parser needed)."""
+    text = (REPO / "mkdocs.yml").read_text()
+    nav = text[text.index("\nnav:") :]
+    return re.findall(r":\s+(\S+\.md)\s*$", nav, flags=re.M)
+
+
+def test_readme_is_a_short_landing_page_with_working_links() -> None:
+    readme = REPO / "README.md"
+    assert readme.stat().st_size <= README_MAX_BYTES
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme.read_text(encoding="utf-8"))
+    local = [x for x in links if not x.startswith(("http://", "https://", "mailto:"))]
+    assert local, "the README links into the documentation"
+    assert [x for x in local if not (REPO / x).exists()] == []
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
+    nav = _nav_pages()
+    pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
+    assert sorted(nav) == pages
+    assert len(nav) == len(set(nav))
+
+
+def test_cli_reference_covers_every_command_and_option() -> None:
+    from undercap.cli import build_parser
+    from undercap.cli.reference import cli_reference_markdown, subcommands
+
+    page = cli_reference_markdown()
+    cmds = subcommands(build_parser())
+    assert {"run", "estimate", "train", "fleet", "select", "profile"} <= set(cmds)
+    for name, (_, parser) in cmds.items():
+        assert f"## undercap {name}\n" in page, name
+        section = page[page.index(f"## undercap {name}\n") :]
+        end = section.find("\n## undercap ", 1)
+        section = section if end < 0 else section[:end]
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                continue
+            for flag in action.option_strings:
+                assert f"`{flag}`" in section, f"undercap {name} {flag}"
+    assert "<!-- undercap:cli-reference -->" in (DOCS / "reference" / "cli.md").read_text()
+
+
+def test_api_page_python_example_runs(tmp_path, monkeypatch) -> None:
+    text = (DOCS / "reference" / "api.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    # the API example; the own-loop example is examples/own_loop.py (test_user_code.py)
     api = [b for b in blocks if "save_profile" in b]
-    assert api, "README has no Python API example"
+    assert api, "the API page has no Python example"
     monkeypatch.chdir(tmp_path)
     for code in api:
-        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+        exec(compile(code, "api.md", "exec"), {"__name__": "docs"})
     assert (tmp_path / "profile.json").is_file()
