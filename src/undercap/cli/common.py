@@ -184,7 +184,8 @@ def add_device_args(
         "--device",
         default=default,
         required=default is None,
-        help="sim:jetson-nano, sim:jetson-tx2nx, sim:jetson-orin-nano, jetson, nvml:<index>"
+        help="sim:jetson-nano, sim:jetson-tx2nx, sim:jetson-orin-nano, sim:jetson-xavier-nx, "
+        "trace:FILE.csv (measured (b, f) replayed), jetson, nvml:<index>"
         + (f" (default {default})" if default else ""),
     )
     p.add_argument(

@@ -1,8 +1,10 @@
 """The one map from names to backends: open a device by name, discover the devices
 present, and reopen one from a crash state file to restore it.
 
-Names: `sim:jetson-nano`, `sim:jetson-tx2nx`, `sim:jetson-orin-nano` (or `sim:` + a
-spec file path), `jetson` (sysfs at `sysfs_root`), `nvml:<index>`. Backends are
+Names: `sim:jetson-nano`, `sim:jetson-tx2nx`, `sim:jetson-orin-nano`,
+`sim:jetson-xavier-nx` (or `sim:` + a spec file path), `trace:<file.csv>` (measured
+(b, f) configurations replayed, devices/trace.py), `jetson` (sysfs at `sysfs_root`),
+`nvml:<index>`. Backends are
 imported when first needed, so listing devices and selecting configurations never
 import torch or vendor libraries they do not use.
 """
@@ -46,6 +48,10 @@ def open_device(
         from undercap.devices.simulated import SimulatedDevice
 
         return SimulatedDevice.from_name(name[4:], seed=seed, read_only=read_only)
+    if name.startswith("trace:"):
+        from undercap.devices.trace import TraceDevice
+
+        return TraceDevice.from_path(name[6:], seed=seed, read_only=read_only)
     if name == "jetson":
         from undercap.devices.jetson import JetsonDevice
 
@@ -55,7 +61,7 @@ def open_device(
 
         control = allow_clock_control and not read_only
         return NvmlDevice(_nvml_index(name), allow_clock_control=control)
-    valid = ", ".join([*simulated_names(), "jetson", "nvml:<index>"])
+    valid = ", ".join([*simulated_names(), "trace:<file.csv>", "jetson", "nvml:<index>"])
     raise DeviceError(f"unknown device {name!r}; known devices: {valid}")
 
 
@@ -166,10 +172,11 @@ def replay(path: Union[str, Path], *, force: bool = False, **backend_kwargs: Any
 
 def state_files(device: Optional[str] = None, sysfs_root: Union[str, Path] = "/") -> list[Path]:
     """The state files `undercap restore` should replay: every one in the state folder,
-    or the one of `device` (jetson, nvml:<index>; simulated devices change nothing)."""
+    or the one of `device` (jetson, nvml:<index>; simulated and trace devices change
+    nothing)."""
     if device is None:
         return list_states(state_dir(sysfs_root))
-    if device.startswith("sim:"):
+    if device.startswith(("sim:", "trace:")):
         return []
     if device == "jetson":
         from undercap.devices.jetson import JetsonDevice
