@@ -56,6 +56,9 @@ class TrainResult:
     schedule: Optional[str] = None  # the cap's schedule or live source, if it changed
     warnings: tuple[str, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
+    # a race on the target before training (train/race.py): candidates' curves, winner,
+    # its cost (in time_to_accuracy_s, train_time_s and energy_j)
+    race: Optional[dict[str, Any]] = None
     provenance: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -101,6 +104,7 @@ class TrainResult:
             "pause_time_s",
             "segments",
             "schedule",
+            "race",
         }
         missing = sorted(n for n in names - defaults if n not in obj)
         if missing:

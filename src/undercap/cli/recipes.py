@@ -219,6 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         gns_check=args.gns_check,
         gns_budget=args.gns_budget,
         power_margin_w=args.power_margin_w,
+        **R.race_fields(args),
     )
     out = run(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(out.summary)

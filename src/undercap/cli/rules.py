@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 from undercap import defaults
 from undercap.cli.common import fraction, positive_int
+from undercap.errors import UndercapError
 from undercap.select.ensemble import ENSEMBLE
 
 RULES = ("paper", "spread", "gns", ENSEMBLE)
@@ -44,6 +45,32 @@ def add_rule_args(p: argparse.ArgumentParser) -> None:
         help="the probe's device time at most this fraction of the predicted training time "
         f"(default {defaults.GNS_BUDGET_FRACTION:g}); skipped when its smallest form does not fit",
     )
+    g.add_argument(
+        "--race",
+        dest="race",
+        action="store_true",
+        default=defaults.RACE,
+        help="with several proxies: before training, race the candidates they disagree on "
+        "on the target (each from the starting weights, for --race-budget of the predicted "
+        "time, under the cap); the winner continues, the others' time counts (select/race.py). "
+        "Off by default: measured no better than the median on the matrix",
+    )
+    g.add_argument("--no-race", dest="race", action="store_false")
+    g.add_argument(
+        "--race-budget",
+        type=fraction,
+        default=defaults.RACE_FRACTION,
+        metavar="FRACTION",
+        help="each candidate's device time in the race, as a fraction of the favourite's "
+        f"predicted training time (default {defaults.RACE_FRACTION:g})",
+    )
+
+
+def race_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """RunConfig's race fields from --race / --race-budget."""
+    if args.race_budget >= 1:
+        raise UndercapError(f"--race-budget {args.race_budget:g}: give a fraction below 1")
+    return {"race": args.race, "race_fraction": args.race_budget}
 
 
 def resolve_rule(rule: Optional[str], several: bool) -> str:

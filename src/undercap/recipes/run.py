@@ -40,6 +40,7 @@ from undercap.recipes.common import (
 from undercap.recipes.ensemble import check_several, ensemble_selection, load_pooled
 from undercap.recipes.gns_check import apply_check, cross_check
 from undercap.recipes.profiling import complete, profile_stage, with_cost
+from undercap.recipes.race import race_plan, race_summary, race_then_train
 from undercap.recipes.select import build_selection, training_of
 from undercap.select import lowest_feasible_power_w
 from undercap.select.pooling import as_set, pooled_efficiency, several
@@ -79,6 +80,10 @@ class RunConfig:
     gns_check: bool = defaults.GNS_CHECK  # probe the gradient noise scale on the target
     gns_budget: float = defaults.GNS_BUDGET_FRACTION  # of the predicted training time
     power_margin_w: Optional[float] = None  # safety margin for every row; None: measured
+    # a race on the target between the candidates several proxies disagree on
+    # (recipes/race.py); off by default, as measured
+    race: bool = defaults.RACE
+    race_fraction: float = defaults.RACE_FRACTION  # of the predicted training time, each
 
     def budget(self) -> Optional[Budget]:
         """The changing cap, if any (train/schedule.py)."""
@@ -135,13 +140,19 @@ def run(
         objective=cfg.objective,
         energy_budget_j=cfg.energy_budget_j,
     )
-    result = _train(cfg, setup, selection, out, progress, follow)
+    plan, why = race_plan(cfg, profile, eff, limit, selection)  # recipes/race.py
+    if why:
+        log(why)
+    if plan is not None and plan.needed:
+        result = race_then_train(cfg, setup, selection, plan, out, progress, log, _train)
+    else:
+        result = _train(cfg, setup, selection, out, progress, follow)
     save_train_result(out / "train.json", result)
     selection = with_cost(selection, profile, result)  # profiling's share of the training
     save_selection(out / "selection.json", selection)
     if result.segments:
         _plot_schedule(result, budget, out / "schedule.png", log)
-    text = run_summary(cfg, profile, eff, selection, result)
+    text = run_summary(cfg, profile, eff, selection, result) + race_summary(result)
     write_atomic(out / "summary.md", text)
     return RunResult(profile, eff, selection, result, text)
 

@@ -49,6 +49,7 @@ class _Hooks:
     ) -> None:
         self.session, self.ckpt, self.bar, self.spec = session, checkpoint, bar, spec
         self.eval_log = checkpoint.get("eval_log")  # evallog.EvalLog: a row per evaluation
+        self.budget_s = checkpoint.get("budget_s")  # a race's lane: device seconds (race.py)
 
     def follow(self, trainer: Trainer) -> None:
         """Train at the batch size the session says (a changing cap may switch it), with
@@ -62,11 +63,16 @@ class _Hooks:
         self.session.step(batch)
         self.follow(trainer)
         self.bar.update(batch)
+        spent = self.budget_s is not None and self.session.acc.train_time_s >= self.budget_s
         if _eval_pending(trainer, batch):
             self.session.pause()  # evaluation follows; on_eval resumes
+        elif spent:  # a race's lane ends here: judged on an evaluation at its budget
+            self.session.pause()
+            trainer.evaluate()
         elif self._checkpoint_due(trainer):
             with self.session.paused():  # writing the checkpoint is not training either
                 self.save(trainer)
+        trainer.stop = trainer.stop or spent
 
     def on_eval(self, trainer: Trainer, point: EvalPoint) -> None:
         self.bar.set_postfix(acc=f"{point.accuracy:.3f}", refresh=False)
@@ -134,6 +140,7 @@ def train_on_device(
     reselector: Optional[Reselector] = None,
     eval_log: Optional[Union[str, Path]] = None,
     tensorboard_dir: Optional[Union[str, Path]] = None,
+    time_budget_s: Optional[float] = None,
     **spec: Any,
 ) -> TrainResult:
     """Fine-tune `model_name` on `data` on `device` until the target accuracy (or the
@@ -142,7 +149,9 @@ def train_on_device(
     train.setup.TrainSpec (batch_size and target_accuracy are required). With a
     `power_schedule` (train/schedule.py) the cap changes during training and the
     `reselector` picks (b, f) at every change (follow.py). `eval_log` (.csv or
-    .jsonl) and `tensorboard_dir` log every evaluation (evallog.py). See the module
+    .jsonl) and `tensorboard_dir` log every evaluation (evallog.py). `time_budget_s`
+    ends the run, with an evaluation, once it trained that much device time (a race's
+    lane, race.py; its checkpoint continues as an ordinary run). See the module
     docstring."""
     if (power_schedule is None) != (reselector is None):
         raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
@@ -154,6 +163,7 @@ def train_on_device(
         "every_samples": checkpoint_every_samples,
         "config": setup.config,
         "eval_log": EvalLog.open(eval_log, tensorboard_dir),
+        "budget_s": time_budget_s,
     }
     follow = None if power_schedule is None else (power_schedule, reselector)
     return _run(device, setup, saved, checkpoint, sample_rate_hz, progress, follow)

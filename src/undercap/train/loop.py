@@ -143,6 +143,9 @@ class Trainer:
     samples_to_target: Optional[int] = None
     train_wall_s: float = 0.0
     eval_wall_s: float = 0.0
+    #: set by a hook to end run() after this step (a race's lane spent its budget,
+    #: train/race.py); not part of the state: a resumed run goes on
+    stop: bool = False
 
     def __post_init__(self) -> None:
         self.model.to(self.torch_device)
@@ -257,7 +260,8 @@ class Trainer:
 
     @property
     def done(self) -> bool:
-        return self.samples_to_target is not None or self.samples >= self.cfg.max_samples
+        reached = self.samples_to_target is not None
+        return self.stop or reached or self.samples >= self.cfg.max_samples
 
     def run(self) -> LoopResult:
         """Train until the target or the budget. Evaluates at every multiple of
