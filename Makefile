@@ -63,7 +63,7 @@ format: $(STAMP)
 # warning: a broken link or anchor, a page missing from the nav, a docstring mkdocstrings
 # cannot read.
 docs: $(DOCS_STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q -d build/site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
 	@echo "site: build/site/index.html"
 
 demo: $(STAMP)
