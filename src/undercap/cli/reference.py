@@ -61,7 +61,8 @@ def _options_table(group: argparse._ArgumentGroup) -> list[str]:
 
 def command_markdown(name: str, summary: str, parser: argparse.ArgumentParser) -> str:
     """One command's section: what it does, its usage line, its options per group."""
-    lines = [f"## undercap {name}", "", _cell(summary) + ".", ""]
+    text = _cell(summary)
+    lines = [f"## undercap {name}", "", text[:1].upper() + text[1:] + ".", ""]
     if parser.description and parser.description.strip() != summary.strip():
         lines += [" ".join(parser.description.split()), ""]
     # A fixed width, so the page does not depend on the terminal that builds it.
