@@ -41,6 +41,7 @@ from undercap.devices.base import Device
 from undercap.errors import UndercapError
 from undercap.train.choice import Choice, choose_config, follower_for, median_relative
 from undercap.train.evallog import EvalLog, eval_row
+from undercap.train.race_capped import capped_race
 from undercap.train.session import Session, current_freq_mhz
 
 
@@ -69,6 +70,7 @@ class CappedResult:
     device: str
     steps: int = 0  # step() calls
     warnings: tuple[str, ...] = ()  # misuse the loop should fix (also warned when seen)
+    race: Optional[dict[str, Any]] = None  # cap.race()'s record (train/race_capped.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,6 +119,7 @@ class Capped:
         self.warnings: list[str] = []
         self._paused_since_step = False
         self.eval_log = eval_log  # train.evallog.EvalLog or None
+        self._race: Any = None  # race_capped.CappedRace when capped(race=True)
 
     def __enter__(self) -> Capped:
         self.session.__enter__()
@@ -168,6 +171,11 @@ class Capped:
     def done(self) -> bool:
         return self.samples_to_target is not None
 
+    def race(self) -> Iterator[Any]:
+        """The race's lanes for your loop to train, one fork each (train/race_capped.py);
+        none without capped(race=True) or when the proxies agree."""
+        return iter(()) if self._race is None else self._race.lanes(self.choice.power_limit_w)
+
     # --- what the loop tells ----------------------------------------------------------
     def step(self, samples: Any = None) -> None:
         """After every optimizer step: it trained on `samples`, a count or the batch
@@ -200,11 +208,19 @@ class Capped:
         loss=); True once the target accuracy has been reached."""
         samples = self.session.samples
         self._check_report(samples, accuracy)
+        lane = None if self._race is None else self._race.current
+        if lane is not None:  # a race's fork: its own curve; reaching the target ends all
+            lane.report(accuracy)
+            if not lane.reached:
+                return self._logged(accuracy, extra)
         self.curve.append((samples, float(accuracy)))
         target = self.target_accuracy
         if self.samples_to_target is None and target is not None and accuracy >= target:
             self.samples_to_target = samples
             self.time_to_accuracy_s = self.session.schedule_s  # training + waiting for power
+        return self._logged(accuracy, extra)
+
+    def _logged(self, accuracy: float, extra: dict[str, float]) -> bool:
         if self.eval_log is not None:
             self.eval_log.write(eval_row(self.session, accuracy, extra))
         return self.done
@@ -263,6 +279,9 @@ class Capped:
             device=self.device.name,
             steps=self.steps,
             warnings=tuple(self.warnings),
+            race=None
+            if self._race is None or self._race.record is None
+            else self._race.record.to_dict(),
         )
 
 
@@ -290,6 +309,8 @@ def capped(
     power_schedule: Any = None,
     eval_log: Any = None,
     tensorboard_dir: Any = None,
+    race: bool = False,
+    race_budget: float = defaults.RACE_FRACTION,
 ) -> Capped:
     """A context manager for a training loop of your own under a power cap (module
     docstring). `task` ("classification" or "next-token") tells which inputs the
@@ -301,7 +322,8 @@ def capped(
     `lr()` after each step. `eval_log` (a .csv or .jsonl path) and `tensorboard_dir`
     log every report() (train/evallog.py). With a `batch_size` given, `max_batch_size` is
     the estimate's largest batch, which `lr()` scales from. `proxies` instead of `relative`: several
-    proxies' r(b) (select/ensemble.py; {name: r(b)}, efficiencies or their paths)."""
+    proxies' r(b) (select/ensemble.py; {name: r(b)}, efficiencies or their paths).
+    `race=True` (with `samples_bmax`): cap.race() first (train/race_capped.py)."""
     if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
         relative = median_relative(proxies, relative)
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
@@ -309,11 +331,8 @@ def capped(
         selection, batch_size, freq_mhz, power_limit_w, profile, relative, obj, max_batch_size
     )
     follower = follower_for(power_schedule, profile, relative, obj)
-    if workload is None and model is not None and device.is_simulated:
-        workload = _workload(model, input_shape, task)
-    if workload is not None:
-        device.check_fits(workload, choice.batch_size)
-    return Capped(
+    workload = _fitting(device, workload, model, input_shape, task, choice.batch_size)
+    cap = Capped(
         device,
         choice,
         target_accuracy=target_accuracy,
@@ -323,6 +342,21 @@ def capped(
         follower=follower,
         eval_log=EvalLog.open(eval_log, tensorboard_dir),
     )
+    if race:
+        cap._race = capped_race(cap, profile, proxies, follower, samples_bmax, race_budget)
+    return cap
+
+
+def _fitting(
+    device: Device, workload: Any, model: Any, input_shape: Any, task: Any, batch_size: int
+) -> Any:
+    """The workload a simulated device charges (counted from `model` if not given), checked
+    to fit the device's memory at `batch_size`."""
+    if workload is None and model is not None and device.is_simulated:
+        workload = _workload(model, input_shape, task)
+    if workload is not None:
+        device.check_fits(workload, batch_size)
+    return workload
 
 
 def _workload(model: Any, input_shape: Optional[Sequence[int]], task: Optional[str]) -> Any:
