@@ -121,14 +121,16 @@ def load_dataset(
     seed: int = 0,
     limit: Optional[int] = None,
     split: Optional[str] = None,
+    task: Optional[str] = None,
 ) -> Splits:
-    """Load a dataset by spec (module docstring) as train/test tensors."""
+    """Load a dataset by spec (module docstring) as train/test tensors; `task` names a
+    `py:` dataset's task where its items cannot say it (data/user.py)."""
     check_numpy_bridge()
     kind, arg = parse_spec(spec)
     if kind == "py":
         from undercap.data.user import load_user_data
 
-        return load_user_data(spec, input_shape=input_shape, seed=seed, limit=limit)
+        return load_user_data(spec, input_shape=input_shape, seed=seed, limit=limit, task=task)
     if split not in (None, "paper", "official"):
         raise DataError(f"unknown split {split!r}; use 'paper' or 'official'")
     if limit is not None and limit < 1:

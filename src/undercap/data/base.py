@@ -16,17 +16,23 @@ class Splits:
     Text (character models): x int64 (N, context) token ids, y int64 (N, context)
     next-token ids; accuracy is per-character.
     Users' data (`py:` specs): kind "samples" (any input shape, one class label per
-    input) or "tokens" (token ids in, a next-token label per position).
+    input), "sequences" (token ids in, one class label per sequence) or "tokens"
+    (token ids in, a label per position). `task_name` is the task when the loader
+    knows it (models/tasks.py; named with --task, or Hugging Face items whose labels
+    say it); `pad_token_id` the id under every zero of the items' attention masks,
+    from which a Hugging Face model's mask is rebuilt (models/hfinputs.py).
     """
 
     name: str
-    kind: str  # "image", "text", "samples" or "tokens"
+    kind: str  # "image", "text", "samples", "sequences" or "tokens"
     x_train: torch.Tensor
     y_train: torch.Tensor
     x_test: torch.Tensor
     y_test: torch.Tensor
     num_classes: int  # classes for images, vocabulary size for text
     vocab: Optional[str] = None  # the character vocabulary (text only), index -> char
+    task_name: Optional[str] = None  # the task, where the loader knows it
+    pad_token_id: Optional[int] = None  # padding under attention_mask == 0 (py: data)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -42,7 +48,13 @@ class Splits:
 
     @property
     def task(self) -> str:
-        """ "next-token" (a label per position, scored per token) or "classification"."""
+        """The task the data trains (models/tasks.py): the loader's, else by kind:
+        "next-token" (a label per position, scored per token), "sequence-classification"
+        (token ids, one label each) or "classification"."""
+        if self.task_name:
+            return self.task_name
+        if self.kind == "sequences":
+            return "sequence-classification"
         return "next-token" if self.kind in ("text", "tokens") else "classification"
 
     @property

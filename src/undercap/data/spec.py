@@ -20,6 +20,7 @@ class DataSpec:
     limit: Optional[int] = None  # use at most this many samples (quick runs, tests)
     seed: int = 0  # the train/test split; fixed so every run sees the same test set
     split: Optional[str] = None  # "paper" (80/20, text 90/10), "official", None: official if any
+    task: Optional[str] = None  # models/tasks.py; None: what the data and model say
 
     @property
     def label(self) -> str:
@@ -61,6 +62,7 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
         seed=spec.seed,
         limit=spec.limit,
         split=spec.split,
+        task=spec.task,
     )
     order = torch.randperm(splits.n_test, generator=torch.Generator().manual_seed(spec.seed))
     return dataclasses.replace(

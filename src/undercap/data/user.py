@@ -6,12 +6,19 @@ models/outputs.py; a Hugging Face `datasets.Dataset` in torch format is one). Th
 built-in format, so training, estimation and profiling see one in-memory form
 (data.base.Splits). What the pairs hold decides the task:
 
-* classification ("samples"): an input tensor of any shape and one integer class
-  label per input;
-* next-token ("tokens"): integer token ids in and a label per position, the same shape
-  as the input (a character or token language model), scored per token. A dict item
-  whose labels are its input ids (or that has none) is a Hugging Face causal-LM item:
-  its labels are shifted to the next token, the last position -100 (not scored).
+* classification ("samples"): a float input tensor of any shape and one integer
+  class label per input;
+* sequence classification ("sequences"): integer token ids in, one label per input;
+* token tasks ("tokens"): integer token ids in and a label per position, the same
+  shape as the input, scored per token: next-token (a character or token language
+  model), token classification, masked LM (-100 where not masked). A dict item whose
+  labels are its input ids (or that has none) is a Hugging Face causal-LM item: its
+  labels are shifted to the next token, the last position -100 (not scored);
+* seq2seq: dict items whose labels per position differ in length from the inputs, or
+  any token items with `task="seq2seq"` (`--task seq2seq`): inputs and labels are
+  packed as (2, T) per item (data/items.py, models/hfinputs.py).
+
+Dict items' `attention_mask` and `token_type_ids` are read by data/items.py.
 
 The class count is the dataset's `num_classes` attribute, else `len(classes)`, else
 1 + the largest label. Every problem (factory missing or raising, not a pair of
@@ -28,6 +35,7 @@ import numpy as np
 import torch
 
 from undercap.data.base import Splits
+from undercap.data.items import Items, pad_id, task_of
 from undercap.errors import DataError, UndercapError
 from undercap.models.outputs import split_item
 
@@ -41,8 +49,10 @@ def load_user_data(
     input_shape: Optional[Sequence[int]] = None,
     seed: int = 0,
     limit: Optional[int] = None,
+    task: Optional[str] = None,
 ) -> Splits:
-    """Load `py:...` data as Splits (see module docstring)."""
+    """Load `py:...` data as Splits (see module docstring); `task` names the task
+    where the items cannot say it (models/tasks.py)."""
     from undercap.models.user import call_with_supported, load_callable
 
     text = spec[len(PREFIX) :]
@@ -55,9 +65,11 @@ def load_user_data(
             f"dataset {text!r} returned a {type(out).__name__}; expected a pair "
             "(train, test) of map-style torch datasets"
         )
-    x_tr, y_tr = _read(out[0], text, "train")
-    x_te, y_te = _read(out[1], text, "test")
-    kind = _kind(x_tr, y_tr, text)
+    tr, te = _read(out[0], text, "train"), _read(out[1], text, "test")
+    named = task_of(tr, te, task, text)
+    x_tr, y_tr = _arrange(tr, named, text)
+    x_te, y_te = _arrange(te, named, text)
+    kind = "tokens" if named == "seq2seq" else _kind(x_tr, y_tr, text)
     if x_te.shape[1:] != x_tr.shape[1:] or y_te.shape[1:] != y_tr.shape[1:]:
         raise DataError(
             f"dataset {text!r}: test items have shapes {tuple(x_te.shape[1:])} -> "
@@ -66,12 +78,16 @@ def load_user_data(
         )
     classes = _num_classes(out, y_tr, y_te, text)
     x_tr, x_te = _map_shape(x_tr, x_te, input_shape, text)
-    tr, te = _subset(len(y_tr), seed, limit), _subset(len(y_te), seed + 1, _test_limit(limit))
-    return Splits(spec, kind, x_tr[tr], y_tr[tr], x_te[te], y_te[te], classes)
+    pad = pad_id(tr, te, text)
+    i_tr, i_te = _subset(len(y_tr), seed, limit), _subset(len(y_te), seed + 1, _test_limit(limit))
+    return Splits(
+        spec, kind, x_tr[i_tr], y_tr[i_tr], x_te[i_te], y_te[i_te], classes,
+        task_name=named, pad_token_id=pad,
+    )  # fmt: skip
 
 
-def _read(ds: Any, text: str, split: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Every (input, label) pair of a map-style dataset, stacked into two tensors."""
+def _read(ds: Any, text: str, split: str) -> Items:
+    """Every item of a map-style dataset, split into inputs, labels and extras."""
     if not (hasattr(ds, "__len__") and hasattr(ds, "__getitem__")):
         raise DataError(
             f"dataset {text!r}: the {split} split is a {type(ds).__name__}, not a map-style "
@@ -80,20 +96,41 @@ def _read(ds: Any, text: str, split: str) -> Tuple[torch.Tensor, torch.Tensor]:
     n = len(ds)
     if n == 0:
         raise DataError(f"dataset {text!r}: the {split} split is empty")
-    xs: List[torch.Tensor] = []
-    ys: List[torch.Tensor] = []
+    items = Items(split)
     for i in range(n):
+        item = ds[i]
         try:
-            x, y, causal = split_item(ds[i])
+            x, y, causal = split_item(item)
         except TypeError as e:
             raise DataError(
                 f"dataset {text!r}: {split}[{i}] is {e}; expected an (input, label) pair or "
                 "a dict such as {'input_ids', 'labels'}"
             ) from e
-        xs.append(_tensor(x, text, f"{split}[{i}] input"))
-        label = _tensor(y, text, f"{split}[{i}] label")
-        ys.append(_shifted(label) if causal else label)
-    return _stack(xs, text, split, "inputs"), _labels(_stack(ys, text, split, "labels"), text)
+        items.xs.append(_tensor(x, text, f"{split}[{i}] input"))
+        items.ys.append(_tensor(y, text, f"{split}[{i}] label"))
+        items.causal.append(causal)
+        items.read_extras(item, i, text)
+    return items
+
+
+def _arrange(items: Items, task: Optional[str], text: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and labels stacked: causal-LM labels shifted (a next-token task only);
+    a seq2seq item's input ids and labels packed as (2, T), the labels padded with
+    -100 to the inputs' length (models/hfinputs.py unpacks them for the model)."""
+    shift = task == "next-token" and all(items.causal)
+    ys = [_shifted(y) if shift else y for y in items.ys]
+    x = _stack(items.xs, text, items.split, "inputs")
+    y = _labels(_stack(ys, text, items.split, "labels"), text)
+    if task != "seq2seq":
+        return x, y
+    if x.dim() != 2 or y.dim() != 2 or y.shape[1] > x.shape[1]:
+        raise DataError(
+            f"dataset {text!r}: seq2seq items need input_ids and labels of one dimension, "
+            f"the labels no longer than the inputs (got {tuple(x.shape[1:])} and "
+            f"{tuple(y.shape[1:])}): pad input_ids to the labels' length"
+        )
+    y = torch.cat([y, torch.full((len(y), x.shape[1] - y.shape[1]), IGNORE_INDEX)], 1)
+    return torch.stack([x, y], 1), y
 
 
 def _shifted(ids: torch.Tensor) -> torch.Tensor:
@@ -138,8 +175,8 @@ def _labels(y: torch.Tensor, text: str) -> torch.Tensor:
 
 
 def _kind(x: torch.Tensor, y: torch.Tensor, text: str) -> str:
-    if y.dim() == 1:
-        return "samples"
+    if y.dim() == 1:  # integer inputs are token ids (a float model would not take them)
+        return "samples" if x.is_floating_point() else "sequences"
     if y.shape == x.shape and not x.is_floating_point():
         return "tokens"
     raise DataError(

@@ -108,10 +108,16 @@ def initial_model(
     `fresh_head` keeps the seeded initialisation of the class-count dependent tensors
     (the model's `head_prefixes`) even when their shapes match: transfer to a new task,
     as when an ImageNet model gets a new classifier for the proxy's classes."""
+    from undercap.models.hfinputs import feed_from_tensor
     from undercap.models.registry import model_spec
 
     torch.manual_seed(init_seed)
     model = model_spec(model_name).build(num_classes=data.num_classes, input_shape=data.input_shape)
+    # a Hugging Face model gets its attention mask and seq2seq labels from the one
+    # tensor undercap's loops feed it (models/hfinputs.py)
+    feed_from_tensor(
+        model, getattr(data, "pad_token_id", None), getattr(data, "task", None) == "seq2seq"
+    )
     if pretrained is None:
         return model, {"init": "random", "init_seed": init_seed}
     heads = tuple(getattr(model, "head_prefixes", ("head.",)))
