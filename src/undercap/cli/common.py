@@ -230,3 +230,19 @@ def training_exit_code(result: Any) -> int:
         return EXIT_OK
     print(f"undercap: {result.outcome()} (exit {EXIT_TARGET_NOT_REACHED})", file=sys.stderr)
     return EXIT_TARGET_NOT_REACHED
+
+
+def add_task_arg(p: Any) -> None:
+    """--task: what the model takes and is scored on, where it cannot be inferred
+    (models/tasks.py)."""
+    from undercap.models.tasks import TASK_NAMES
+
+    p.add_argument(
+        "--task",
+        choices=TASK_NAMES,
+        default=None,
+        help="your own model's task, where undercap cannot infer it from the model and "
+        "the data: classification (float inputs), next-token, sequence-classification, "
+        "token-classification, masked-lm or seq2seq (token ids in); built-in models "
+        "know theirs",
+    )

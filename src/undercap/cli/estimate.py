@@ -12,6 +12,7 @@ from undercap.cli.common import (
     DATA_HELP,
     MODEL_HELP,
     add_objective_args,
+    add_task_arg,
     fraction,
     int_list,
     objective_kwargs,
@@ -79,6 +80,7 @@ def _add_data_args(
         default=64,
         help="characters per sequence for text datasets (default 64)",
     )
+    add_task_arg(p)
     p.add_argument(
         "--limit",
         type=positive_int,
@@ -260,6 +262,7 @@ def _data_spec(args: argparse.Namespace, dataset: Optional[str] = None) -> Any:
         context=args.context,
         limit=args.limit,
         split=args.split,
+        task=args.task,
     )
 
 

@@ -11,6 +11,7 @@ from undercap import defaults
 from undercap.cli.common import (
     MODEL_HELP,
     add_device_args,
+    add_task_arg,
     float_list,
     int_list,
     open_device_from_args,
@@ -42,13 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="classes of the target task (default 10; vocabulary size for text)",
     )
-    p.add_argument(
-        "--task",
-        choices=("classification", "next-token"),
-        default=None,
-        help="your own model's task: classification (float inputs of --input-shape) or "
-        "next-token (token ids in); built-in models know theirs",
-    )
+    add_task_arg(p)
     p.add_argument(
         "--batch-sizes",
         type=int_list,

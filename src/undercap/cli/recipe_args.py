@@ -12,6 +12,7 @@ from undercap.cli.common import (
     DATA_HELP,
     MODEL_HELP,
     add_objective_args,
+    add_task_arg,
     fraction,
     int_list,
     positive_float,
@@ -61,6 +62,7 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         default=64,
         help="characters per sequence for text (default 64)",
     )
+    add_task_arg(g)
     per_proxy_types = R.proxy_limit_types()  # proxies: one value, or one per --proxy
     for role in ("proxy", "target", "pretrain"):
         g.add_argument(

@@ -126,6 +126,7 @@ def _spec(args: argparse.Namespace, role: str, dataset: str) -> Any:
         context=args.context,
         limit=getattr(args, f"{role}_limit"),
         seed=getattr(args, f"{role}_split_seed"),
+        task=args.task,
     )
 
 
