@@ -68,6 +68,20 @@ def test_run_races_the_candidates_and_counts_the_cost(tmp_path, capsys) -> None:
     assert "race on the target" in (out / "summary.md").read_text()
     again = load_train_result(out / "train.json")  # round-trips through the artifact
     assert again.race == train["race"]
+    # `undercap train --race` from the run's selection: the same race, the same winner
+    t = tmp_path / "t.json"
+    argv = ["train", "--device", "sim:jetson-nano", "--from-selection", str(out / "selection.json"),
+            "--race", "--race-budget", "0.1", "--checkpoint-dir", str(tmp_path / "ck"),
+            "--no-progress", "--torch-device", "cpu", "-o", str(t)]  # fmt: skip
+    assert main(argv) == 0
+    assert "race on the target" in capsys.readouterr().out
+    trained = json.loads(t.read_text())
+    curves = [(x["batch_size"], x["curve"], x["train_time_s"]) for x in race["lanes"]]
+    assert [
+        (x["batch_size"], x["curve"], x["train_time_s"]) for x in trained["race"]["lanes"]
+    ] == curves
+    assert trained["race"]["winner"] == race["winner"] and trained["reached"]
+    assert trained["time_to_accuracy_s"] == pytest.approx(train["time_to_accuracy_s"])
 
 
 def test_run_says_why_there_is_no_race(tmp_path, capsys) -> None:

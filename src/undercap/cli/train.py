@@ -28,6 +28,7 @@ from undercap.cli.common import (
     shape,
 )
 from undercap.cli.select import add_margin_arg
+from undercap.cli.train_race import add_race_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -198,6 +199,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "'undercap[tensorboard]')",
     )
     r.add_argument("--json", action="store_true", help="print the result JSON, not a summary")
+    add_race_args(r)
     p.set_defaults(func=run)
 
 
@@ -336,50 +338,54 @@ def _selection_data(args: argparse.Namespace, data: dict[str, Any]) -> Any:
 def run(args: argparse.Namespace) -> int:
     from undercap.artifacts.train_result import save_train_result
     from undercap.cli.common import open_device_from_args, print_json, training_exit_code
+    from undercap.cli.train_race import raced_training
     from undercap.data.spec import load_splits
+    from undercap.recipes.race import race_summary
     from undercap.report.text import train_summary
     from undercap.train import train_on_device
 
     choice = _resolve(args)
     follow = _follow(args)
     data = load_splits(_data_spec(args, choice))
+    kw = {
+        "batch_size": choice["batch_size"],
+        "freq_mhz": choice["freq_mhz"],
+        "power_limit_w": choice["power_limit_w"],
+        "target_accuracy": choice["target_accuracy"],
+        "max_samples": choice["max_samples"],
+        "eval_every_samples": choice["eval_every"],
+        "eval_max_samples": choice["eval_max_samples"],
+        "base_lr": choice["base_lr"],
+        "max_batch_size": choice["max_batch_size"],
+        "pretrained": choice["pretrained"],
+        "seed": choice["seed"],
+        "checkpoint_dir": args.checkpoint_dir,
+        "checkpoint_every_s": args.checkpoint_every_s,
+        "checkpoint_every_samples": args.checkpoint_every_samples,
+        "resume": args.resume,
+        "guard_window_s": args.guard_window_s,
+        "sample_rate_hz": args.sample_rate_hz,
+        "torch_device": args.torch_device,
+        "progress": not args.no_progress,
+        "loss": choice["loss"],
+        "metric": choice["metric"],
+        "eval_log": args.eval_log,
+        "tensorboard_dir": args.tensorboard_dir,
+        **choice["recipe"],
+        **follow,
+    }
     with open_device_from_args(args, seed=choice["seed"]) as device:
-        result = train_on_device(
-            device,
-            choice["model"],
-            data,
-            batch_size=choice["batch_size"],
-            freq_mhz=choice["freq_mhz"],
-            power_limit_w=choice["power_limit_w"],
-            target_accuracy=choice["target_accuracy"],
-            max_samples=choice["max_samples"],
-            eval_every_samples=choice["eval_every"],
-            eval_max_samples=choice["eval_max_samples"],
-            base_lr=choice["base_lr"],
-            max_batch_size=choice["max_batch_size"],
-            pretrained=choice["pretrained"],
-            seed=choice["seed"],
-            checkpoint_dir=args.checkpoint_dir,
-            checkpoint_every_s=args.checkpoint_every_s,
-            checkpoint_every_samples=args.checkpoint_every_samples,
-            resume=args.resume,
-            guard_window_s=args.guard_window_s,
-            sample_rate_hz=args.sample_rate_hz,
-            torch_device=args.torch_device,
-            progress=not args.no_progress,
-            loss=choice["loss"],
-            metric=choice["metric"],
-            eval_log=args.eval_log,
-            tensorboard_dir=args.tensorboard_dir,
-            **choice["recipe"],
-            **follow,
-        )
+        if args.race:  # cli/train_race.py: the race on the target first
+            result = raced_training(args, device, data, {"model": choice["model"], **kw})
+        else:
+            result = train_on_device(device, choice["model"], data, **kw)
     if args.output is not None:
         save_train_result(args.output, result)
     if args.json:
         print_json(result.to_dict())
     else:
         print("\n".join(train_summary(result)))
+        print(race_summary(result), end="")  # recipes/race.py ('' without a race)
         if args.output is not None:
             print(f"wrote {args.output}")
     return training_exit_code(result)
