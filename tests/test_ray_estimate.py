@@ -278,3 +278,56 @@ def test_cluster_run_killed_driver_resumes_from_the_cache(
     _same_runs(out, pool_result)
     after = {n: json.loads(p.read_text()) for n, p in run_files(runs).items()}
     assert all(after[n] == rec for n, rec in done.items())  # finished runs kept as they were
+
+
+# --- what travels to a worker, without Ray -------------------------------------------
+def _job(tmp_path: Path, pretrained: str | None, sha: str | None) -> Any:
+    from undercap.data.spec import DataSpec
+    from undercap.estimate.runs import Job
+
+    return Job(model="small-cnn", data=DataSpec("digits"), batch_size=8, seed=0, lr=1e-3,
+               optimizer="adam", weight_decay=0.0, target=0.9, max_samples=100,
+               eval_every_samples=10, eval_max_samples=None, plateau_patience=None,
+               pretrained=pretrained, init_seed=0, cache_root=str(tmp_path / "cache"),
+               key={"pretrained_sha256": sha, "batch_size": 8, "seed": 0},
+               torch_device="cpu", progress=True)  # fmt: skip
+
+
+def test_weights_reach_a_node_without_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+    import types
+
+    from undercap.estimate import ray_executor as rx
+
+    blob = b"weights" * 100
+    sha = hashlib.sha256(blob).hexdigest()
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(get=lambda ref: ref))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "node-tmp"))
+    here = tmp_path / "w.pt"
+    here.write_bytes(blob)
+    assert rx._with_local_weights(_job(tmp_path, str(here), sha), [blob]).pretrained == str(here)
+    for path in (tmp_path / "absent.pt", tmp_path / "other.pt"):  # missing, or other bytes
+        if path.name == "other.pt":
+            path.write_bytes(b"not these weights")
+        moved = rx._with_local_weights(_job(tmp_path, str(path), sha), [blob])
+        assert moved.pretrained != str(path)
+        assert hashlib.sha256(Path(moved.pretrained).read_bytes()).hexdigest() == sha
+    assert rx._with_local_weights(_job(tmp_path, None, None), []).pretrained is None
+
+
+def test_workers_get_no_cache_path_and_the_driver_writes_the_record(tmp_path: Path) -> None:
+    from undercap.estimate import ray_executor as rx
+
+    sent: list[Any] = []
+    runs = object.__new__(rx.RayRuns)  # no Ray: only what _submit and _store use
+    runs.device, runs.cpus_per_run, runs._weights = "cpu", 1, {}
+    runs._task = type("T", (), {"remote": staticmethod(lambda *a: sent.append(a) or "ref")})()
+    job = _job(tmp_path, None, None)
+    assert runs._submit(job) == "ref"
+    remote_job = sent[0][0]
+    assert remote_job.cache_root is None and remote_job.progress is False  # no driver disk
+    record = {"batch_size": 8, "seed": 0, "curve": []}
+    assert rx.RayRuns._store(job, record) is record
+    assert list(run_files(tmp_path / "cache")) == ["b8-seed0.json"]
