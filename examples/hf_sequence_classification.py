@@ -16,6 +16,8 @@ profile and r(b), typed in here), and stops the Trainer at 90% eval accuracy.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -100,7 +102,7 @@ def main() -> None:
             target_accuracy=0.9,
         )
         args = TrainingArguments(
-            output_dir="hf-seqcls-out",
+            output_dir=str(Path(tempfile.gettempdir()) / "hf-seqcls-out"),
             per_device_train_batch_size=callback.batch_size,  # the selected b
             learning_rate=3e-3,  # at the largest batch; the callback scales it
             num_train_epochs=30,

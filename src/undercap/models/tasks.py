@@ -118,10 +118,11 @@ def hf_task_of(model: Any) -> Optional[str]:
     return None
 
 
-def name_it(task: Optional[str]) -> str:
-    """The end of a wrong-guess message: which task to name, and where."""
-    guessed = f"undercap took it for {task!r}; " if task else ""
+def name_it(task: Optional[str], likely: Optional[str] = None) -> str:
+    """The end of a wrong-task message: the task used, the likely one, where to name it."""
+    used = f"as task {task!r}" if task else "with no task"
+    hint = f"; this looks like {likely!r}" if likely and likely != task else ""
     return (
-        f"{guessed}if that is wrong, name the task (--task, or task= in capped() and the "
-        f"callbacks): one of {', '.join(TASK_NAMES)}"
+        f"{used}{hint}: name the model's task (--task, or task= in capped() and the "
+        f"callbacks), one of {', '.join(TASK_NAMES)}"
     )

@@ -49,7 +49,13 @@ from undercap.errors import UndercapError
 from undercap.models.flops import flop_counter
 from undercap.models.outputs import logits_of, loss_of
 from undercap.models.registry import BUILTIN
-from undercap.models.taskprobe import dummy_batch, forward, resolve_task, token_vocab
+from undercap.models.taskprobe import (
+    dummy_batch,
+    forward,
+    infer_task,
+    resolve_task,
+    token_vocab,
+)
 from undercap.models.tasks import Task, name_it
 
 _aten = torch.ops.aten
@@ -174,10 +180,17 @@ def workload_of(
     key = (name, input_shape, num_classes, n_params, kind.name)
     if key in _cache:
         return _cache[key]
-    small, large = (
-        _count_step(probe, kind, *dummy_batch(kind, input_shape, b, vocab, num_classes, gen))
-        for b in _BATCHES
-    )
+    try:
+        small, large = (
+            _count_step(probe, kind, *dummy_batch(kind, input_shape, b, vocab, num_classes, gen))
+            for b in _BATCHES
+        )
+    except (RuntimeError, ValueError, TypeError) as e:  # e.g. labels per position, logits not
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UndercapError(
+            f"a training step of the model on {kind.about} failed: "
+            f"{type(e).__name__}: {msg}; {name_it(kind.name, _likely(probe, input_shape))}"
+        ) from e
     db = _BATCHES[1] - _BATCHES[0]
     wl = Workload(
         model=name,
@@ -234,8 +247,17 @@ def _shape_mismatch(
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return (
         f"the model does not take {kind} of --input-shape {given} (per sample {input_shape})"
-        f"{'; ' + wants if wants else ''}: {type(e).__name__}: {msg}; {name_it(task.name)}"
+        f"{'; ' + wants if wants else ''}: {type(e).__name__}: {msg}; "
+        f"{name_it(task.name, _likely(model, input_shape))}"
     )
+
+
+def _likely(model: nn.Module, input_shape: Sequence[int]) -> Optional[str]:
+    """The task inference would pick, for the message (None if it fails too)."""
+    try:
+        return infer_task(model, input_shape)
+    except Exception:
+        return None
 
 
 def _first_layer_wants(model: nn.Module) -> str:
