@@ -5,9 +5,10 @@ Run from the repository root: `python examples/hf_sequence_classification.py` (n
 unmodified `BertForSequenceClassification` from a tiny config, padded token ids with
 an `attention_mask` and `token_type_ids`, one label per sequence (does the marker
 token appear?), `compute_metrics` and `eval_strategy="steps"`, plus
-`UndercapTrainerCallback` as the docs add it. No task is named: undercap infers
-"sequence-classification" from the model (models/taskprobe.py). The callback picks
-the batch size and clock for a 4 W cap on a simulated Jetson Nano (Algorithm 1 on a
+`UndercapTrainerCallback` as the docs add it. Neither task nor input shape is
+given: undercap infers "sequence-classification" from the model
+(models/taskprobe.py) and the input shape from the longest training item. The callback picks
+the batch size and clock for a 3.2 W cap on a simulated Jetson Nano (Algorithm 1 on a
 profile and r(b), typed in here), and stops the Trainer at 90% eval accuracy.
 
 `build` is also the model factory for the CLI:
@@ -93,11 +94,10 @@ def main() -> None:
         )
         callback = UndercapTrainerCallback(
             device,
-            power_limit_w=4.0,
+            power_limit_w=3.2,
             profile=profile,
             relative={8: 0.5, 16: 0.6, 32: 0.8, 64: 1.0},  # r(b): `undercap estimate`
-            model=model,
-            input_shape=(LENGTH,),
+            model=model,  # its task and input shape are inferred (no task=, input_shape=)
             metric="eval_accuracy",
             target_accuracy=0.9,
         )

@@ -6,7 +6,7 @@ Run from the repository root: `python examples/lightning_text_classifier.py` (ne
 `attention_mask`), a linear head, one label per sequence. `UndercapCallback` is added
 with no task named: undercap infers "sequence-classification" from the module (its
 first layer takes token ids, its output is one row per sequence). The callback picks
-the batch size and clock for a 3 W cap on a simulated Jetson Nano and stops the
+the batch size and clock for a 2.8 W cap on a simulated Jetson Nano and stops the
 Trainer once `val_acc` reaches 0.9. The data are those of
 examples/hf_sequence_classification.py (does the marker token appear?).
 
@@ -90,7 +90,7 @@ def main() -> None:
         )
         callback = UndercapCallback(
             device,
-            power_limit_w=3.0,
+            power_limit_w=2.8,
             profile=profile,
             relative={8: 0.5, 16: 0.6, 32: 0.8, 64: 1.0},  # r(b): `undercap estimate`
             input_shape=(seqcls.LENGTH,),
