@@ -16,6 +16,7 @@ import torch
 
 import undercap
 from undercap.cli import main
+from undercap.errors import UndercapError
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = ["--device", "sim:jetson-nano", "--torch-device", "cpu", "--no-progress"]
@@ -82,13 +83,24 @@ def test_hf_trainer_reaches_the_target_through_its_callback(tmp_path: Path) -> N
             input_shape=(16,), task="next-token", target_accuracy=0.8,
             eval_log=tmp_path / "evals.csv",
         )  # fmt: skip
-        trainer = transformers.Trainer(
-            model=model, args=args, train_dataset=items, eval_dataset=items[:4],
-            compute_metrics=accuracy, callbacks=[cb],
-            preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1),
-        )  # fmt: skip
+
+        def make_trainer():
+            return transformers.Trainer(
+                model=model, args=args, train_dataset=items, eval_dataset=items[:4],
+                compute_metrics=accuracy, callbacks=[cb],
+                preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1),
+            )  # fmt: skip
+
+        trainer = make_trainer()
         assert args.per_device_train_batch_size == 8
         assert args.learning_rate == pytest.approx(4e-3 * 0.5)  # sqrt(8 / 32)
+        if trainer._train_batch_size != 8:  # transformers 5: fixed before on_init_end
+            # issue 27: it trained 2 per step while 8 were charged; now one line says so
+            with pytest.raises(UndercapError, match="per_device_train_batch_size=callback"):
+                trainer.train()
+            cb.scale_lr = False  # the arguments carry the scaled rate and b already
+            trainer = make_trainer()
+        assert trainer._train_batch_size == 8
         with cb:
             trainer.train()
     result = cb.result()
