@@ -128,3 +128,20 @@ def test_a_run_over_its_limit_is_a_failure_in_the_tables():
         (_run("ours", 0, True),),
     )  # fmt: skip
     assert "over the limit (1/1)" in markdown_report(all_over)
+
+
+def test_the_clock_held_is_the_new_configurations_after_a_switch():
+    """A guard step-down belongs to the configuration it happened in: after apply()
+    switches (a changing cap, a race lane), the run holds the new clock."""
+    from types import SimpleNamespace
+
+    from undercap.train.guard import GuardEvent
+    from undercap.train.session import Session
+
+    with Session(nano(), power_limit_w=5.0, freq_mhz=921.6, workload=None) as session:
+        session.guard.events.append(GuardEvent(0.1, 64, 921.6, 844.8, 5.2, 5.0, STEP_DOWN))
+        assert session.locked_mhz() == 844.8
+        session.apply(SimpleNamespace(freq_mhz=614.4, batch_size=32), 4.0)
+        assert session.locked_mhz() == 614.4
+        session.guard.events.append(GuardEvent(0.2, 96, 614.4, 537.6, 4.1, 4.0, STEP_DOWN))
+        assert session.locked_mhz() == 537.6

@@ -16,7 +16,9 @@ import pytest
 from undercap.artifacts import Profile, ProfileRow
 from undercap.errors import ArtifactError
 from undercap.train.schedule import (
+    Config,
     LiveSource,
+    PowerSchedule,
     Reselector,
     load_schedule,
     progress_fraction,
@@ -237,3 +239,48 @@ def test_solar_days_from_shared_data(tmp_path: Path) -> None:
         sched, _ = solar_schedule(REPO.parent / "shared/data/power" / day, SolarSystem(),
                                   duration_s=10, repeat=True)  # fmt: skip
         assert 0.0 in sched.limits_w and max(sched.limits_w) > 3.0 and sched.period_s > 10
+
+
+class _Session:
+    """What CapFollower uses of a Session: a schedule clock, apply(), the step's length."""
+
+    def __init__(self, t_s: float = 0.0) -> None:
+        self.schedule_s, self.samples, self.last_step_s = t_s, 0, 0.0
+        self.applied: list = []
+
+    def apply(self, config, limit_w) -> None:
+        self.applied.append((config.batch_size, limit_w))
+
+    def energy_so_far_j(self) -> float:
+        return 0.0
+
+
+class _Reselector:
+    relative, n_max = {32: 0.5, 64: 1.0}, None
+
+    def choose(self, limit, progress, energy_j):
+        return Config(64 if limit == 5.0 else 32, 900.0, limit or 0.0)
+
+
+def test_resumed_after_switching_ahead_of_a_falling_cap_keeps_the_new_config(monkeypatch):
+    """A checkpoint taken after the follower switched ahead of a falling cap (5 W -> 3 W
+    at 1.0 s, the next step would have crossed it): the resumed run goes on with the
+    3 W configuration, as the uninterrupted run did, not one step re-selected for 5 W."""
+    from undercap.train.follow import CapFollower
+
+    monkeypatch.setattr(CapFollower, "_open", lambda self, session, paused=False: None)
+    monkeypatch.setattr(CapFollower, "_close", lambda self, session: None)
+    schedule = PowerSchedule((0.0, 1.0), (5.0, 3.0))
+    follower, session = CapFollower(schedule, _Reselector()), _Session()
+    follower.start(session)
+    for t in (0.3, 0.6, 0.9):
+        session.schedule_s, session.last_step_s = t, 0.3
+        follower.after_step(session, 64)
+    assert session.applied == [(64, 5.0), (32, 3.0)]  # switched at 0.9 s, ahead of 1.0 s
+
+    resumed, again = CapFollower(schedule, _Reselector(), follower.state()), _Session(0.9)
+    resumed.start(again)
+    assert again.applied == [(32, 3.0)]
+    again.schedule_s, again.last_step_s = 1.2, 0.3
+    resumed.after_step(again, 32)
+    assert again.applied == [(32, 3.0)] and resumed.limit_w == 3.0

@@ -52,14 +52,24 @@ class CapFollower:
     def start(self, session: Any) -> None:
         """At the start (or resumption) of a run: the cap now, and its configuration."""
         limit = self.budget.limit_at(session.schedule_s)
-        if self.config is not None and limit == self.limit_w:
-            session.apply(self.config, limit)  # resumed: same cap, same configuration
+        if self.config is not None and self._held_at_resume(session, limit):
+            session.apply(self.config, self.limit_w)  # resumed: the configuration it held
             self._open(session)
             if self._open_saved:  # ... and the same segment, continued
                 self._continue(session, self._open_saved)
             self._next_s = self.budget.next_change_after(session.schedule_s)
         else:
             self._change(session, limit)
+
+    def _held_at_resume(self, session: Any, limit: Optional[float]) -> bool:
+        """Whether a resumed run goes on with the saved configuration: the cap is the
+        one it was chosen for, or the run had switched ahead of a falling cap (after_step)
+        and the fall is still to come. Re-selecting for the old, higher cap there would
+        train a step the uninterrupted run never took."""
+        if limit == self.limit_w:
+            return True
+        upcoming = self.budget.next_change_after(session.schedule_s)
+        return upcoming is not None and self.budget.limit_at(upcoming) == self.limit_w
 
     def after_step(self, session: Any, samples: int) -> None:
         if self.config is not None:

@@ -98,6 +98,9 @@ class Session:
         self.last_step_s = 0.0  # device time of the latest step
         self._control = False
         self._seg_peak_w = self._seg_max_raw_w = 0.0
+        # Guard events from here on belong to the clock locked now: apply() and
+        # wait_for_power() move it past the step-downs of an earlier configuration.
+        self._events_from = 0
 
     # --- lifecycle ------------------------------------------------------------------
     def __enter__(self) -> Session:
@@ -227,6 +230,7 @@ class Session:
         self.freq_requested, self.batch_size = config.freq_mhz, config.batch_size
         self.power_limit_w = limit_w
         self.guard.retarget(limit_w, self.device.now_s())
+        self._events_from = len(self.guard.events)
         self._begin_span()
 
     def wait_for_power(self, seconds: float) -> None:
@@ -236,6 +240,7 @@ class Session:
         if self._control:
             self.device.set_freq_mhz(min(self.device.available_freqs_mhz()))
             self.freq_requested = None
+            self._events_from = len(self.guard.events)
         e0 = self.device.energy_j() if self.use_counter else None
         t0 = self.device.now_s()
         self.device.wait_s(seconds)
@@ -262,9 +267,11 @@ class Session:
         return acc
 
     def locked_mhz(self) -> Optional[float]:
-        """The clock the run holds now: the guard's last step-down, else the one
-        locked at the start (not a read-back, which a thermal cap may lower)."""
-        downs = [e.to_mhz for e in self.guard.events if e.action == STEP_DOWN]
+        """The clock the run holds now: the guard's last step-down since the current
+        configuration was applied, else the one locked for it (not a read-back, which a
+        thermal cap may lower)."""
+        events = self.guard.events[self._events_from :]
+        downs = [e.to_mhz for e in events if e.action == STEP_DOWN]
         return downs[-1] if downs else self.freq_requested
 
     @property
