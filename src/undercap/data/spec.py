@@ -38,6 +38,8 @@ class DataSpec:
         """What determines the loaded tensors (for cache keys)."""
         d = dataclasses.asdict(self)
         d["input_shape"] = None if self.input_shape is None else list(self.input_shape)
+        if d["task"] is None:  # keys of runs cached before --task existed stay valid
+            del d["task"]
         return d
 
 
