@@ -313,8 +313,8 @@ def capped(
     race_budget: float = defaults.RACE_FRACTION,
 ) -> Capped:
     """A context manager for a training loop of your own under a power cap (module
-    docstring). `task` ("classification" or "next-token") tells which inputs the
-    model takes when its workload is counted for a simulated device. With a profile
+    docstring). `task` (a models/tasks.py name; None: inferred from the model) says
+    which inputs it takes when its workload is counted for a simulated device. With a profile
     and r(b), `objective` ("time", "energy", "edp") and `energy_budget_j` (with
     `samples_bmax`, N(b_max)) say what to minimise (select/objectives.py); a
     `power_schedule` (a schedule.PowerSchedule, LiveSource or CSV path) changes the
