@@ -59,6 +59,7 @@ with undercap.open_device("sim:jetson-nano") as device:
     )
     args = TrainingArguments(
         output_dir="hf-trainer-out",
+        per_device_train_batch_size=callback.batch_size,  # the selected b
         learning_rate=3e-3,  # at the largest batch; the callback scales it
         max_steps=200,
         eval_strategy="steps",
