@@ -4,8 +4,9 @@ Run from the repository root: `python examples/lightning_text_classifier.py` (ne
 `pip install 'undercap[lightning]'`). A LightningModule of the usual shape: an
 `nn.Embedding` of token ids, a mean over the unpadded positions (the batch's
 `attention_mask`), a linear head, one label per sequence. `UndercapCallback` is added
-with no task named: undercap infers "sequence-classification" from the module (its
-first layer takes token ids, its output is one row per sequence). The callback picks
+with neither task nor input shape: undercap infers "sequence-classification" from
+the module (its first layer takes token ids, its output is one row per sequence)
+and the input shape from the longest training item. The callback picks
 the batch size and clock for a 2.8 W cap on a simulated Jetson Nano and stops the
 Trainer once `val_acc` reaches 0.9. The data are those of
 examples/hf_sequence_classification.py (does the marker token appear?).
@@ -93,8 +94,7 @@ def main() -> None:
             power_limit_w=2.8,
             profile=profile,
             relative={8: 0.5, 16: 0.6, 32: 0.8, 64: 1.0},  # r(b): `undercap estimate`
-            input_shape=(seqcls.LENGTH,),
-            monitor="val_acc",
+            monitor="val_acc",  # no task=, no input_shape=: inferred
             target_accuracy=0.9,
         )
         trainer = pl.Trainer(

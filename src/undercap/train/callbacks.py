@@ -132,6 +132,25 @@ class CapDriver:
         return self.cap.result()
 
 
+def longest_input(dataset: Any, most: int = 1000) -> Any:
+    """Per-sample input shape from a training set when none was given: the longest
+    main input among its first `most` items (models/outputs.split_item). With dynamic
+    padding a batch is as long as its longest item, so this charges every step the
+    longest a batch can be (an upper bound on its work); None when the items cannot
+    say (an iterable dataset)."""
+    from undercap.models.outputs import split_item
+
+    try:
+        shapes = [tuple(_shape(split_item(dataset[i])[0])) for i in range(min(len(dataset), most))]
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+        return None
+    return max(shapes, key=lambda s: s[-1] if s else 0) if shapes else None
+
+
+def _shape(value: Any) -> Any:
+    return value.shape if hasattr(value, "shape") else (len(value),)
+
+
 def _number(value: Any) -> bool:
     try:
         return math.isfinite(float(value))

@@ -18,7 +18,7 @@
   `learning_rate`, read as the rate at the estimate's largest batch, is scaled by
   sqrt(b / b_max) (paper Sec. 4.2);
 * `on_train_begin`: without `input_shape=`, take the longest input of the training
-  set (`_longest_input`); the model's task is inferred from the model (a HF task
+  set (callbacks.longest_input); the model's task is inferred from the model (a HF task
   head such as `...ForSequenceClassification`, models/taskprobe.py) unless `task=`
   names it; lock the clock, sample power, start the guard;
 * `on_step_end`: one optimizer step of b samples, fewer for an epoch's last partial
@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from undercap.errors import UndercapError, require
-from undercap.train.callbacks import CapDriver
+from undercap.train.callbacks import CapDriver, longest_input
 
 _transformers = require("transformers", "hf", "the Hugging Face Trainer callback")
 
@@ -86,7 +86,7 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
         loader = kw.get("train_dataloader")
         self._check_loader(loader, args)
         if self.driver.input_shape is None:
-            self.driver.input_shape = _longest_input(loader)
+            self.driver.input_shape = longest_input(getattr(loader, "dataset", None))
         self.driver.begin(kw.get("model"))
 
     def _check_loader(self, loader: Any, args: Any) -> None:
@@ -134,25 +134,6 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.driver.end()
-
-
-def _longest_input(loader: Any, most: int = 1000) -> Any:
-    """Per-sample input shape from the training set when none was given: the longest
-    main input among its first `most` items. With dynamic padding a batch is as long
-    as its longest item, so this charges every step the longest a batch can be (an
-    upper bound on its work); None when the items cannot say."""
-    from undercap.models.outputs import split_item
-
-    ds = getattr(loader, "dataset", None)
-    try:
-        shapes = [tuple(_shape(split_item(ds[i])[0])) for i in range(min(len(ds), most))]
-    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
-        return None
-    return max(shapes, key=lambda s: s[-1] if s else 0) if shapes else None
-
-
-def _shape(value: Any) -> Any:
-    return value.shape if hasattr(value, "shape") else (len(value),)
 
 
 def _loader_batch_size(loader: Any) -> Any:

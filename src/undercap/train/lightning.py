@@ -8,7 +8,10 @@
     trainer.fit(module, loader, val_loader)
     print(cb.result())
 
-* `setup`: counts the module's workload (a simulated device needs it) and sets a
+* `setup`: counts the module's workload (a simulated device needs it; without
+  `input_shape=` that waits for `on_train_start`, which takes the longest input of
+  the training set; the task is inferred from the module, models/taskprobe.py,
+  unless `task=` names it) and sets a
   `batch_size` attribute of the datamodule or module, where one exists, to the
   selected batch size (as Lightning's own batch-size finder does); otherwise build the
   loaders with `cb.batch_size`;
@@ -27,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from undercap.errors import require
-from undercap.train.callbacks import CapDriver
+from undercap.train.callbacks import CapDriver, longest_input
 
 _pl = require("lightning.pytorch", "lightning", "the Lightning callback")
 
@@ -64,13 +67,17 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
-        self.driver.attach(pl_module)
+        if self.driver.input_shape is not None or not self.driver.device.is_simulated:
+            self.driver.attach(pl_module)  # else at on_train_start, from the loader's data
         for holder in (getattr(trainer, "datamodule", None), pl_module):
             if holder is not None and hasattr(holder, "batch_size"):
                 holder.batch_size = self.driver.batch_size
                 break
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if self.driver.input_shape is None:
+            loader = getattr(trainer, "train_dataloader", None)
+            self.driver.input_shape = longest_input(getattr(loader, "dataset", None))
         if self.scale_lr:
             _scale_lrs(trainer, self.driver.lr_factor())
         self.driver.begin(pl_module)
