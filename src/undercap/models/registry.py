@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from undercap.errors import UndercapError
+from undercap.models.tasks import TASK_NAMES
 
-#: "classification": one label per input (images); "next-token": token ids in, a
-#: label per position out (character models), scored per token.
-TASKS = ("classification", "next-token")
+#: every task a model may have (models/tasks.py); built-in rows are "classification"
+#: (one label per image) or "next-token" (character models, scored per token).
+TASKS = TASK_NAMES
 
 
 @dataclass(frozen=True)
