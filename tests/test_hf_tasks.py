@@ -155,6 +155,31 @@ def test_seq2seq_items_are_packed_and_the_model_gets_its_labels() -> None:
     assert torch.allclose(out.loss, want.loss, atol=1e-5)  # padded ids are masked out
 
 
+def test_masked_lm_labels_are_not_shifted_and_the_task_can_be_named() -> None:
+    """Masked-LM items whose masked positions happen to keep their token look like a
+    causal LM's; only a dataset whose every item does is shifted."""
+    from undercap.data.user import load_user_data
+
+    guessed = load_user_data(f"py:{REPO / TASKS}:masked_data")
+    named = load_user_data(f"py:{REPO / TASKS}:masked_data", task="masked-lm")
+    assert guessed.task == "token-classification" and named.task == "masked-lm"
+    for s in (guessed, named):
+        scored = s.y_train != -100
+        assert 0.1 < float(scored.float().mean()) < 0.2  # 15% masked, unshifted
+        assert int(((s.y_train == s.x_train) & scored).sum()) > 0  # the kept 10%
+    with pytest.raises(DataError, match="unknown task 'mlm'"):
+        load_user_data(f"py:{REPO / TASKS}:masked_data", task="mlm")
+
+
+def test_callbacks_take_the_longest_training_item_as_the_input_shape() -> None:
+    from undercap.train.callbacks import longest_input
+
+    items = [{"input_ids": torch.zeros(n, dtype=torch.long), "labels": 0} for n in (5, 9, 7)]
+    assert longest_input(items) == (9,)
+    assert longest_input([(torch.zeros(3, 4), 1)]) == (3, 4)
+    assert longest_input(iter(items)) is None  # an iterable dataset cannot say
+
+
 def _run_example(name: str) -> str:
     proc = subprocess.run(
         [sys.executable, f"examples/{name}"],
