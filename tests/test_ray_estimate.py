@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 from conftest import run_files
@@ -219,11 +219,11 @@ def _driver(args: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _kill_one_running_task(cluster: Cluster, driver: subprocess.Popen[bytes]) -> int:
+def _kill_one_running_task(cluster: Cluster, driver: Optional[subprocess.Popen[bytes]]) -> int:
     """SIGKILL the first worker seen running an estimate run; its pid."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        assert driver.poll() is None, driver.communicate()[1].decode()
+        assert driver is None or driver.poll() is None, driver.communicate()[1].decode()
         for p in cluster.processes():
             try:
                 if " ".join(p.cmdline()).strip() == TASK_TITLE:
@@ -251,6 +251,28 @@ def test_cluster_run_survives_a_killed_worker(
     cfg = load_efficiency(out).extra["config"]
     assert cfg["ray_nodes"] == 2 and cfg["ray_address"] == cluster.address
     assert len(run_files(tmp_path / "ray.json.runs")) == 6
+
+
+@pytest.mark.slow
+def test_cluster_run_out_of_retries_names_the_run_and_keeps_the_rest(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    import threading
+
+    from undercap import defaults
+
+    monkeypatch.setattr(defaults, "RAY_RUN_RETRIES", 0)  # the first dead worker is final
+    killed: list[int] = []
+    killer = threading.Thread(target=lambda: killed.append(_kill_one_running_task(cluster, None)))
+    killer.start()
+    out = tmp_path / "ray.json"
+    rc = main([*ARGS, "--executor", "ray", "--ray-address", cluster.address, "-o", str(out)])
+    killer.join()
+    assert killed and rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: estimate run b="), err
+    assert "after 0 retries" in err[0] and "run the estimate again to resume" in err[0]
+    assert not out.exists()
 
 
 @pytest.mark.slow
