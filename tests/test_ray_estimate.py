@@ -104,6 +104,22 @@ def test_bad_address_is_one_error_line(
     assert not (tmp_path / "e.json").exists()
 
 
+@needs_ray
+def test_more_threads_than_the_cluster_has_cpus_is_refused_and_ray_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ray
+
+    from undercap.estimate.runs import cpu_cores
+
+    threads = str(cpu_cores() + 1)  # a local Ray has this machine's cores
+    args = [*ARGS, "--executor", "ray", "--threads", threads, "-o", str(tmp_path / "e.json")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--threads {threads}: each run asks Ray" in err[0], err
+    assert not ray.is_initialized()  # not a task waiting forever, nor a Ray left running
+
+
 @pytest.fixture(scope="module")
 def pool_result(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The local pool's estimate (--jobs 2), the reference for every Ray run."""

@@ -90,9 +90,14 @@ class RayRuns:
         self.started = _connect(self.ray, address)
         self.cpus_per_run = cpus_per_run
         self.retries = retries
-        self.device = self._device(torch_device)
-        self.gpus_per_run = 1.0 if self.device.startswith("cuda") else 0.0
         self._weights: dict[str, Any] = {}  # weights file -> its object-store ref
+        try:
+            self.device = self._device(torch_device)
+            self._check_room()
+        except BaseException:
+            self.close()  # a Ray we started must not outlive a refusal
+            raise
+        self.gpus_per_run = 1.0 if self.device.startswith("cuda") else 0.0
         self._task = self.ray.remote(_run_task).options(
             num_cpus=cpus_per_run,
             num_gpus=self.gpus_per_run,
@@ -100,7 +105,6 @@ class RayRuns:
             retry_exceptions=False,
             name="undercap-estimate-run",
         )
-        self._check_room()
 
     def describe(self) -> dict[str, Any]:
         """Where the runs went, for the artifact's provenance."""
