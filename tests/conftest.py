@@ -32,11 +32,15 @@ def shared_data() -> Path:
 
 
 def run_files(cache_root: Path) -> dict[str, Path]:
-    """The estimate runs cached under `cache_root`, named like `b8-seed1.json`."""
+    """The estimate runs cached under `cache_root`, named like `b8-seed1.json`: sealed
+    entries only (key.json is written after value.json, artifacts/cache.py), so a test
+    that kills an estimate once a run shows here has really lost nothing."""
     import json
 
     out = {}
     for value in sorted(Path(cache_root).glob("estimate-run/*/value.json")):
+        if not (value.parent / "key.json").is_file():
+            continue
         rec = json.loads(value.read_text())
         out[f"b{rec['batch_size']}-seed{rec['seed']}.json"] = value
     return out
