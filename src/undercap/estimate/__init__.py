@@ -19,7 +19,8 @@ Each finished (b, seed) run is kept in the cache (artifacts.cache, kind
 re-running an interrupted or extended estimate reuses every finished run.
 
 Layout: config.py (what is asked), runs.py (one run), aggregate.py (runs -> artifact),
-pretrain.py (the weights every run starts from).
+pretrain.py (the weights every run starts from), ray_executor.py (runs as Ray tasks on
+a local Ray or a cluster: executor="ray", imported only then).
 """
 
 from __future__ import annotations
