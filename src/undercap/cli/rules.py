@@ -56,6 +56,11 @@ def add_rule_args(p: argparse.ArgumentParser) -> None:
         "Off by default: measured no better than the median on the matrix",
     )
     g.add_argument("--no-race", dest="race", action="store_false")
+    add_race_budget_arg(g)
+
+
+def add_race_budget_arg(g: Any) -> None:
+    """--race-budget, the same for `run --race` and `train --race`."""
     g.add_argument(
         "--race-budget",
         type=fraction,

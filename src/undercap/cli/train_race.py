@@ -16,8 +16,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from undercap import defaults
-from undercap.cli.common import fraction
+from undercap.cli.rules import add_race_budget_arg
 from undercap.errors import UndercapError
 
 
@@ -28,14 +27,7 @@ def add_race_args(p: argparse.ArgumentParser) -> None:
         help="with a selection made from several proxies: race the candidates they disagree "
         "on, on the target, before training (as `run --race`; needs --checkpoint-dir)",
     )
-    p.add_argument(
-        "--race-budget",
-        type=fraction,
-        default=defaults.RACE_FRACTION,
-        metavar="FRACTION",
-        help="each candidate's device time in the race, as a fraction of the favourite's "
-        f"predicted training time (default {defaults.RACE_FRACTION:g})",
-    )
+    add_race_budget_arg(p)
 
 
 def raced_training(args: argparse.Namespace, device: Any, data: Any, kw: dict[str, Any]) -> Any:
