@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from undercap.models.resnet import BasicBlock
+from undercap.models.resnet import resnet18_stages
 
 ANCHORS_PER_CELL = 6
 
@@ -41,13 +41,7 @@ class ResNet18ImageNet(nn.Module):
             nn.ReLU(),
             nn.MaxPool2d(3, stride=2, padding=1),
         )
-        stages, c_in = [], 64
-        for c_out, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            stages.append(
-                nn.Sequential(BasicBlock(c_in, c_out, stride), BasicBlock(c_out, c_out, 1))
-            )
-            c_in = c_out
-        self.stages = nn.Sequential(*stages)
+        self.stages = resnet18_stages()
         self.head = nn.Sequential(
             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes)
         )

@@ -38,6 +38,16 @@ class BasicBlock(nn.Module):
         return F.relu(out + self.shortcut(x))
 
 
+def resnet18_stages() -> nn.Sequential:
+    """The four stages of two BasicBlocks (64, 128, 256, 512 channels; stride 1, 2, 2,
+    2) after a 64-channel stem: shared by the CIFAR and ImageNet variants."""
+    stages, c_in = [], 64
+    for c_out, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        stages.append(nn.Sequential(BasicBlock(c_in, c_out, stride), BasicBlock(c_out, c_out, 1)))
+        c_in = c_out
+    return nn.Sequential(*stages)
+
+
 class ResNet18(nn.Module):
     head_prefixes = ("head.",)
 
@@ -46,13 +56,7 @@ class ResNet18(nn.Module):
         self.stem = nn.Sequential(
             nn.Conv2d(in_channels, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU()
         )
-        stages, c_in = [], 64
-        for c_out, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            stages.append(
-                nn.Sequential(BasicBlock(c_in, c_out, stride), BasicBlock(c_out, c_out, 1))
-            )
-            c_in = c_out
-        self.stages = nn.Sequential(*stages)
+        self.stages = resnet18_stages()
         self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.head = nn.Linear(512, num_classes)
 
