@@ -18,7 +18,8 @@ from undercap.artifacts.comparison import (
     summarize,
 )
 
-RUN_COLUMNS = (
+# The scenario's columns (_scenario_fields) and the cell's, first in both files.
+_LEAD_COLUMNS = (
     "device",
     "simulated",
     "model",
@@ -28,6 +29,9 @@ RUN_COLUMNS = (
     "method",
     "power_limit",
     "power_limit_w",
+)
+RUN_COLUMNS = (
+    *_LEAD_COLUMNS,
     "seed",
     "batch_size",
     "freq_mhz",
@@ -46,15 +50,7 @@ RUN_COLUMNS = (
     "limit_exceeded",
 )
 SUMMARY_COLUMNS = (
-    "device",
-    "simulated",
-    "model",
-    "proxy",
-    "target",
-    "target_accuracy",
-    "method",
-    "power_limit",
-    "power_limit_w",
+    *_LEAD_COLUMNS,
     "batch_size",
     "freq_mhz",
     "n_runs",
