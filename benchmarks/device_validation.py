@@ -39,6 +39,9 @@ from undercap.artifacts.workload import Workload  # noqa: E402
 from undercap.devices.simulated.model import SimSpec, load_spec, step_model  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "measured" / "jetson-training.csv"
+# profile.json files measured on boards (`undercap profile --device jetson`): every
+# cell is a held-out row (benchmarks/profile_vs_sim.py compares one by itself)
+PROFILES = REPO / "benchmarks" / "data" / "measured" / "profiles"
 OUT = REPO / "benchmarks" / "results" / "device-validation"
 SPEC_DIR = REPO / "src" / "undercap" / "devices" / "simulated" / "specs"
 DOCS_FIGURE = REPO / "docs" / "figures" / "device-validation.png"
@@ -122,6 +125,30 @@ def parse_row(raw: dict[str, str], line: int) -> MeasuredRow:
 def read_measured(path: Path = DATA) -> list[MeasuredRow]:
     with open(path, newline="") as f:
         return [parse_row(raw, i) for i, raw in enumerate(csv.DictReader(f), start=2)]
+
+
+def profile_comparisons(folder: Path = PROFILES) -> list[Comparison]:
+    """Every cell of every measured profile in `folder`, as held-out comparisons."""
+    from profile_vs_sim import compare_profile, sim_board_of
+
+    from undercap.artifacts.profile import load_profile
+
+    out: list[Comparison] = []
+    for path in sorted(folder.glob("*.json")):
+        profile = load_profile(path)
+        sim = sim_board_of(profile)
+        details = profile.device.get("details") or {}
+        rail = (profile.device.get("power_sensors") or ["board input"])[0]
+        for cell in compare_profile(profile, load_spec(SPEC_DIR / f"{sim}.toml")):
+            row = MeasuredRow(
+                board=sim, sim_device=sim, model=profile.model, input_shape=profile.input_shape,
+                num_classes=0, batch_size=cell.batch_size, freq_mhz=cell.freq_mhz,
+                time_per_sample_s=cell.measured_time_s, time_kind="profile",
+                power_w=cell.measured_power_w, power_rail=rail,
+                split="held-out", source=f"profiles/{path.name} ({details.get('board', '?')})",
+            )  # fmt: skip
+            out.append(Comparison(row, cell.sim_time_s, cell.sim_power_w))
+    return out
 
 
 def workloads_of(rows: Iterable[MeasuredRow]) -> dict[tuple, Workload]:
@@ -317,7 +344,7 @@ def main() -> int:
     triples = [
         (r, specs[r.sim_device], workloads[(r.model, r.input_shape, r.num_classes)]) for r in rows
     ]
-    comparisons = [compare(r, s, w) for r, s, w in triples]
+    comparisons = [compare(r, s, w) for r, s, w in triples] + profile_comparisons()
     fitted = fit_compute_efficiency([t for t in triples if t[0].split == "fit"])
     OUT.mkdir(parents=True, exist_ok=True)
     write_errors(comparisons, OUT / "errors.csv")
