@@ -35,10 +35,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import device_validation_readings as readings  # noqa: E402
+
 from undercap.artifacts.workload import Workload  # noqa: E402
 from undercap.devices.simulated.model import SimSpec, load_spec, step_model  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "measured" / "jetson-training.csv"
+READINGS = REPO / "benchmarks" / "data" / "measured" / "jetson-power-readings.csv"
 # profile.json files measured on boards (`undercap profile --device jetson`): every
 # cell is a held-out row (benchmarks/profile_vs_sim.py compares one by itself)
 PROFILES = REPO / "benchmarks" / "data" / "measured" / "profiles"
@@ -191,15 +194,16 @@ def fit_compute_efficiency(
     return 0.5 * (lo + hi)
 
 
-def summarise(comparisons: Sequence[Comparison]) -> list[dict[str, object]]:
-    """Per (board, split), and for all held-out rows: the number of rows and the median
-    absolute time and power errors (None where no row has that measurement)."""
+def summarise(comparisons: Sequence[Comparison], by: str = "board") -> list[dict[str, object]]:
+    """Per (board, split) (or per (model, split) with by="model"), and for all held-out
+    rows: the number of rows and the median absolute time and power errors (None where
+    no row has that measurement)."""
     groups: dict[tuple[str, str], list[Comparison]] = {}
     for c in comparisons:
-        groups.setdefault((c.row.board, c.row.split), []).append(c)
+        groups.setdefault((getattr(c.row, by), c.row.split), []).append(c)
     held = [c for c in comparisons if c.row.split == "held-out"]
-    groups[("all boards", "held-out")] = held
-    return [_summary(board, split, cs) for (board, split), cs in groups.items()]
+    groups[(f"all {by}s", "held-out")] = held
+    return [_summary(name, split, cs) for (name, split), cs in groups.items()]
 
 
 def _summary(board: str, split: str, cs: Sequence[Comparison]) -> dict[str, object]:
@@ -264,17 +268,18 @@ def table_markdown(comparisons: Sequence[Comparison], fitted: float) -> str:
             f"| {_fmt(r.power_w, 3) or '-'} | {c.sim_power_w:.2f} | {_pct(c.power_error)} "
             f"| {r.split} | {r.time_kind} |"
         )
-    lines += [
-        "",
-        "| board | split | rows | median abs t error | rows with P | median abs P error |",
-    ]
-    lines.append("|---|---|---|---|---|---|")
-    for s in summarise(comparisons):
-        t, p = s["median_abs_time_error"], s["median_abs_power_error"]
-        lines.append(
-            f"| {s['board']} | {s['split']} | {s['rows']} | {_pct(t).lstrip('+')} "
-            f"| {s['power_rows']} | {_pct(p).lstrip('+')} |"
-        )
+    for by in ("board", "model"):
+        lines += [
+            "",
+            f"| {by} | split | rows | median abs t error | rows with P | median abs P error |",
+            "|---|---|---|---|---|---|",
+        ]
+        for s in summarise(comparisons, by):
+            t, p = s["median_abs_time_error"], s["median_abs_power_error"]
+            lines.append(
+                f"| {s['board']} | {s['split']} | {s['rows']} | {_pct(t).lstrip('+')} "
+                f"| {s['power_rows']} | {_pct(p).lstrip('+')} |"
+            )
     lines += ["", f"Fitted compute_efficiency (fit rows only): {fitted:.3f}.", ""]
     return "\n".join(lines)
 
@@ -312,7 +317,7 @@ def plot(comparisons: Sequence[Comparison], path: Path) -> None:
     )
     ax.scatter([], [], marker="s", facecolors="none", edgecolors="k", label="SSD-MobileNet")
     ax.legend(fontsize=8, loc="upper left")
-    ax.text(0.98, 0.02, "no measured power found: time only", transform=ax.transAxes,
+    ax.text(0.98, 0.02, "no measured training power found: time only", transform=ax.transAxes,
             ha="right", fontsize=8)  # fmt: skip
     fig.savefig(path, dpi=120, bbox_inches="tight")
 
@@ -357,8 +362,12 @@ def main() -> int:
         f"error would be {100 * statistics.median(held):.0f}% (specs as shipped: see above).\n"
     )
     bundled = {p.stem: load_spec(p) for p in sorted(SPEC_DIR.glob("*.toml"))}
+    checks = readings.check(readings.read_readings(READINGS), bundled)
+    readings.write_checks(checks, OUT / "readings.csv")
     constants = "## Constants of the simulated devices\n\n" + spec_table(bundled, rows)
-    report = table_markdown(comparisons, fitted) + what_if + "\n" + constants
+    report = "\n".join(
+        [table_markdown(comparisons, fitted) + what_if, readings.checks_markdown(checks), constants]
+    )
     (OUT / "table.md").write_text(report)
     plot(comparisons, OUT / "validation.png")
     shutil.copyfile(OUT / "validation.png", DOCS_FIGURE)

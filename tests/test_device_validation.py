@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import device_validation as dv  # noqa: E402
+import device_validation_readings as readings  # noqa: E402
 
 NANO = load_spec(dv.SPEC_DIR / "jetson-nano.toml")
 WL = Workload("net", (3, 32, 32), 3.3e9, 4.7e6, 43e6, 11_000_000, 300)
@@ -107,3 +108,40 @@ def test_xavier_nx_efficiency_is_the_fit_of_the_fit_rows() -> None:
     nx = load_spec(dv.SPEC_DIR / "jetson-xavier-nx.toml")
     # within the spec's two decimals (torch 2.0's FLOP-count fallback may differ slightly)
     assert nx.compute_efficiency == pytest.approx(fitted, abs=0.01)
+
+
+# --- rail readings under other loads (device_validation_readings.py) -----------------
+
+
+def test_gpu_ceiling_is_the_models_gpu_power_at_full_activity() -> None:
+    # No per-step overheads, a GPU saturated at any batch and no DRAM traffic: the
+    # model's activity tends to 1, so board power - idle - host - DRAM background is
+    # the GPU's leakage + dynamic power at full activity.
+    spec = dataclasses.replace(
+        NANO, kernel_launch_s=0.0, host_overhead_s=0.0, half_saturation_elements_per_core=1e-9
+    )
+    wl = Workload("net", (3, 32, 32), 3.3e9, 4.7e6, 1.0, 10, 300)
+    for f in (307.2, 614.4, 921.6):
+        m = step_model(spec, wl, 256, f)
+        gpu = m.power_w - spec.idle_board_w - spec.host_active_w - spec.dram_active_w
+        assert gpu == pytest.approx(readings.gpu_ceiling_w(spec, f), rel=1e-4)
+    assert readings.gpu_ceiling_w(NANO, 921.6) > readings.gpu_ceiling_w(NANO, 460.8)
+
+
+def test_no_measured_reading_exceeds_a_simulated_ceiling() -> None:
+    rows = readings.read_readings(dv.READINGS)
+    specs = {r.sim_device: load_spec(dv.SPEC_DIR / f"{r.sim_device}.toml") for r in rows}
+    checks = readings.check(rows, specs)
+    assert {r.rail_kind for r in rows} == set(readings.RAIL_KINDS)
+    ceilings = [c for c in checks if "ceiling" in c.sim_quantity]
+    assert ceilings and all(c.ratio <= 1.0 for c in ceilings)
+    idle = [c for c in checks if c.sim_quantity == "idle_board_w"]
+    assert idle and all(0.5 < c.ratio < 2.0 for c in idle)
+
+
+def test_bad_reading_rows_are_named_by_line(tmp_path: Path) -> None:
+    text = dv.READINGS.read_text().splitlines()
+    bad = tmp_path / "r.csv"
+    bad.write_text("\n".join([text[0], text[1].replace(",gpu,", ",gpu-rail,")]) + "\n")
+    with pytest.raises(ValueError, match="line 2: rail_kind"):
+        readings.read_readings(bad)
