@@ -88,6 +88,8 @@ def test_unknown_board_asks_for_sim(nano_profile, tmp_path: Path, capsys) -> Non
     assert pvs.main([str(path), "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err
+    assert pvs.main([str(path), "-o", str(tmp_path / "out"), "--sim", "jetson-agx"]) == 2
+    assert "no simulated board 'jetson-agx'" in capsys.readouterr().err
     assert pvs.main([str(path), "-o", str(tmp_path / "out"), "--sim", "jetson-nano"]) == 0
 
 
