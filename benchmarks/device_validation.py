@@ -206,11 +206,11 @@ def summarise(comparisons: Sequence[Comparison], by: str = "board") -> list[dict
     return [_summary(name, split, cs) for (name, split), cs in groups.items()]
 
 
-def _summary(board: str, split: str, cs: Sequence[Comparison]) -> dict[str, object]:
+def _summary(group: str, split: str, cs: Sequence[Comparison]) -> dict[str, object]:
     times = [abs(c.time_error) for c in cs]
     powers = [abs(c.power_error) for c in cs if c.power_error is not None]
     return {
-        "board": board,
+        "group": group,
         "split": split,
         "rows": len(cs),
         "median_abs_time_error": statistics.median(times) if times else None,
@@ -277,7 +277,7 @@ def table_markdown(comparisons: Sequence[Comparison], fitted: float) -> str:
         for s in summarise(comparisons, by):
             t, p = s["median_abs_time_error"], s["median_abs_power_error"]
             lines.append(
-                f"| {s['board']} | {s['split']} | {s['rows']} | {_pct(t).lstrip('+')} "
+                f"| {s['group']} | {s['split']} | {s['rows']} | {_pct(t).lstrip('+')} "
                 f"| {s['power_rows']} | {_pct(p).lstrip('+')} |"
             )
     lines += ["", f"Fitted compute_efficiency (fit rows only): {fitted:.3f}.", ""]
@@ -299,9 +299,11 @@ def plot(comparisons: Sequence[Comparison], path: Path) -> None:
     lo, hi = min(values) / 1.5, max(values) * 1.5
     ax.plot([lo, hi], [lo, hi], "k-", lw=1)
     ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="0.9")
+    models = sorted({c.row.model for c in comparisons})
+    markers = {m: "osD^v<>"[i % 7] for i, m in enumerate(models)}
     for c in comparisons:
         filled = c.row.split == "fit"
-        marker = "o" if c.row.model.startswith("resnet") else "s"
+        marker = markers[c.row.model]
         ax.scatter(
             c.row.time_per_sample_s * 1e3, c.sim_time_s * 1e3, s=60, marker=marker, zorder=3,
             facecolors=colours[c.row.board] if filled else "none", edgecolors=colours[c.row.board],
@@ -312,13 +314,12 @@ def plot(comparisons: Sequence[Comparison], path: Path) -> None:
     ax.set_title("Simulated vs measured Jetson training (band: +-15%)", fontsize=10)
     for board in boards:
         ax.scatter([], [], color=colours[board], label=board)
-    ax.scatter(
-        [], [], marker="o", facecolors="none", edgecolors="k", label="ResNet-18 (open: held-out)"
-    )
-    ax.scatter([], [], marker="s", facecolors="none", edgecolors="k", label="SSD-MobileNet")
-    ax.legend(fontsize=8, loc="upper left")
-    ax.text(0.98, 0.02, "no measured training power found: time only", transform=ax.transAxes,
-            ha="right", fontsize=8)  # fmt: skip
+    for model in models:
+        ax.scatter([], [], marker=markers[model], facecolors="none", edgecolors="k", label=model)
+    ax.legend(fontsize=8, loc="upper left", title="filled: fit, open: held-out", title_fontsize=8)
+    if not any(c.row.power_w for c in comparisons):
+        ax.text(0.98, 0.02, "no measured training power found: time only",
+                transform=ax.transAxes, ha="right", fontsize=8)  # fmt: skip
     fig.savefig(path, dpi=120, bbox_inches="tight")
 
 
@@ -359,7 +360,8 @@ def main() -> int:
     held = [abs(c.time_error) for c in refit if c.row.split == "held-out"]
     what_if = (
         f"With the fitted value in every spec (the Nano's too), the held-out median abs t "
-        f"error would be {100 * statistics.median(held):.0f}% (specs as shipped: see above).\n"
+        f"error of the published rows would be {100 * statistics.median(held):.0f}% "
+        "(specs as shipped: see above).\n"
     )
     bundled = {p.stem: load_spec(p) for p in sorted(SPEC_DIR.glob("*.toml"))}
     checks = readings.check(readings.read_readings(READINGS), bundled)

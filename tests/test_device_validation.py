@@ -83,7 +83,7 @@ def test_summary_medians_by_board_and_split() -> None:
 
     cs = [comp("a", "held-out", 0.1), comp("a", "held-out", -0.3), comp("b", "held-out", 0.2)]
     cs.append(comp("a", "fit", 0.05))
-    by = {(s["board"], s["split"]): s for s in dv.summarise(cs)}
+    by = {(s["group"], s["split"]): s for s in dv.summarise(cs)}
     assert by[("a", "held-out")]["median_abs_time_error"] == pytest.approx(0.2)
     assert by[("all boards", "held-out")]["rows"] == 3
     assert by[("all boards", "held-out")]["median_abs_time_error"] == pytest.approx(0.2)
