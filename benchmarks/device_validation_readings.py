@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from undercap.devices.simulated.model import SimSpec, voltage_v
+from undercap.devices.simulated.model import SimSpec, gpu_power_parts_w
 
 RAIL_KINDS = ("gpu", "cpu", "board", "cpu+gpu")
 CHECK_COLUMNS = [
@@ -82,12 +82,9 @@ def read_readings(path: Path) -> list[Reading]:
 
 
 def gpu_ceiling_w(spec: SimSpec, freq_mhz: float) -> float:
-    """The simulated GPU's power at full activity at `freq_mhz`: leakage + dynamic,
-    with activity 1 in model.py's formula."""
-    v = voltage_v(spec, freq_mhz)
-    vmax = voltage_v(spec, spec.fmax_mhz)
-    leakage = spec.gpu_leakage_w_at_vmax * (v / vmax) ** 2
-    return leakage + spec.c_eff_f * v * v * freq_mhz * 1e6
+    """The simulated GPU's power at full activity at `freq_mhz`: leakage + dynamic."""
+    leakage, dynamic = gpu_power_parts_w(spec, freq_mhz)
+    return leakage + dynamic
 
 
 def counterpart(spec: SimSpec, r: Reading) -> tuple[float, str]:

@@ -26,6 +26,7 @@ from typing import Any, Iterator, Optional
 
 import pytest
 from conftest import run_files
+from test_estimate_cli import SMALL
 
 from undercap.artifacts import load_efficiency
 from undercap.cli import main
@@ -37,17 +38,7 @@ TASK_TITLE = "ray::undercap-estimate-run"  # the task's name (ray_executor.RayRu
 # Six runs of a few seconds each on the bundled digits (as test_estimate_cli's resume test)
 ARGS = [
     "estimate",
-    "--model",
-    "small-cnn",
-    "--dataset",
-    "digits",
-    "--limit",
-    "600",
-    "--torch-device",
-    "cpu",
-    "--no-progress",
-    "--eval-every",
-    "64",
+    *SMALL,
     "--batch-sizes",
     "8,16,32",
     "--seeds",

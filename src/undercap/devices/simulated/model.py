@@ -233,6 +233,16 @@ def occupancy(spec: SimSpec, workload: Workload, batch_size: int) -> float:
     return work / (work + half) if work > 0 else 1e-9
 
 
+def gpu_power_parts_w(spec: SimSpec, freq_mhz: float) -> tuple[float, float]:
+    """(leakage, dynamic power at full activity) of the GPU rail at `freq_mhz`, in W:
+    gpu_leakage_w_at_vmax * (V / Vmax)^2 and C_eff * V^2 * f. Their sum is the most the
+    simulated GPU can draw at that clock (the readings check in benchmarks/ bounds
+    measured rails with it)."""
+    v = voltage_v(spec, freq_mhz)
+    vmax = voltage_v(spec, spec.fmax_mhz)
+    return spec.gpu_leakage_w_at_vmax * (v / vmax) ** 2, spec.c_eff_f * v * v * freq_mhz * 1e6
+
+
 def memory_needed_bytes(spec: SimSpec, workload: Workload, batch_size: int) -> float:
     """Training footprint plus the convolution workspace cuDNN reserves."""
     return workload.training_memory_bytes(batch_size) + spec.workspace_bytes
@@ -256,12 +266,10 @@ def step_model(spec: SimSpec, workload: Workload, batch_size: int, freq_mhz: flo
     t_kernels = max(t_compute, t_traffic) + t_opt
     t_step = t_kernels + workload.kernels_per_step * spec.kernel_launch_s + spec.host_overhead_s
 
-    v = voltage_v(spec, freq_mhz)
-    vmax = voltage_v(spec, spec.fmax_mhz)
     a = spec.clock_tree_fraction
     activity = (1 - a) * occ * t_compute / t_step + a * t_kernels / t_step
-    dynamic = spec.c_eff_f * v * v * freq_mhz * 1e6 * activity
-    leakage = spec.gpu_leakage_w_at_vmax * (v / vmax) ** 2
+    leakage, dynamic_full = gpu_power_parts_w(spec, freq_mhz)
+    dynamic = dynamic_full * activity
     bytes_per_step = traffic + workload.optimizer_bytes_per_step
     dram = spec.dram_active_w * t_kernels / t_step
     dram += spec.dram_energy_j_per_byte * bytes_per_step / t_step
@@ -279,7 +287,7 @@ def step_model(spec: SimSpec, workload: Workload, batch_size: int, freq_mhz: flo
         compute_time_s=t_compute,
         memory_time_s=t_traffic + t_opt,
         occupancy=occ,
-        voltage_v=v,
+        voltage_v=voltage_v(spec, freq_mhz),
     )
 
 
