@@ -266,10 +266,10 @@ def test_resumed_after_switching_ahead_of_a_falling_cap_keeps_the_new_config(mon
     """A checkpoint taken after the follower switched ahead of a falling cap (5 W -> 3 W
     at 1.0 s, the next step would have crossed it): the resumed run goes on with the
     3 W configuration, as the uninterrupted run did, not one step re-selected for 5 W."""
-    from undercap.train.follow import CapFollower
+    from undercap.train.follow import CapFollower, SegmentLog
 
-    monkeypatch.setattr(CapFollower, "_open", lambda self, session, paused=False: None)
-    monkeypatch.setattr(CapFollower, "_close", lambda self, session: None)
+    monkeypatch.setattr(SegmentLog, "open", lambda self, session, *config: None)
+    monkeypatch.setattr(SegmentLog, "close", lambda self, session: None)
     schedule = PowerSchedule((0.0, 1.0), (5.0, 3.0))
     follower, session = CapFollower(schedule, _Reselector()), _Session()
     follower.start(session)

@@ -8,11 +8,12 @@ import pytest
 
 from undercap.artifacts.train_result import TrainResult, load_train_result, save_train_result
 from undercap.devices.simulated import SimulatedDevice
-from undercap.errors import ArtifactError, DevicePermissionError, InfeasibleError
+from undercap.errors import ArtifactError, CapExceededError, InfeasibleError
+from undercap.models.registry import model_spec
 from undercap.report.text import train_summary
 from undercap.train import train_on_device
 from undercap.train.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
-from undercap.train.guard import READ_ONLY, STEP_DOWN, PowerGuard
+from undercap.train.guard import BATCH_DOWN, READ_ONLY, STEP_DOWN, PowerGuard
 
 TOP_MHZ = 921.6
 # small-cnn, b=32 on the simulated Nano draws ~3.42 W at 921.6 MHz and ~3.34 W at
@@ -142,23 +143,59 @@ def test_guard_stops_at_lowest_frequency_and_restores(digits):
     assert dev.save_state()["locked_freq_mhz"] is None
 
 
-def test_read_only_exceeding_is_recorded_and_warned(digits, capsys):
+def test_read_only_over_the_cap_steps_the_batch_size_down(digits, capsys):
+    """Read-only clocks: the batch size is the knob. b=64 draws ~3.53 W at the top
+    clock, b=32 ~3.40 W: under 3.47 W the guard moves to 32 at the next step boundary,
+    recorded as a segment and a guard event, with the learning rate re-scaled."""
     dev = nano(read_only=True)
     r = train(
         dev,
         digits,
-        power_limit_w=SLIGHT_LIMIT_W,
+        batch_size=64,
+        max_batch_size=64,
+        power_limit_w=3.47,
         target_accuracy=1.0,
-        max_samples=1600,
+        max_samples=3200,
         eval_every_samples=512,
-        guard_window_s=0.1,
+        guard_window_s=0.5,
+        batch_ladder=(16, 32, 64),
     )
-    assert [e["action"] for e in r.guard_events] == [READ_ONLY]
-    assert r.freq_mhz_final == TOP_MHZ and r.limit_exceeded
-    assert any("read-only: cannot step down" in w for w in r.warnings)
-    assert "read-only: cannot step down" in capsys.readouterr().err
-    with pytest.raises(DevicePermissionError, match="read-only"):
-        train(dev, digits, freq_mhz=614.4, max_samples=64)
+    first = r.guard_events[0]
+    assert (first["action"], first["from_batch_size"], first["to_batch_size"]) == (
+        BATCH_DOWN,
+        64,
+        32,
+    )
+    assert [s["batch_size"] for s in r.segments][:2] == [64, 32]
+    assert sum(s["samples"] for s in r.segments) == r.samples_trained
+    assert r.segments[0]["peak_power_w"] > 3.47 > r.segments[1]["peak_power_w"]
+    assert r.clocks == "read-only: clocks as found" and r.freq_mhz_final == TOP_MHZ
+    assert r.lr == pytest.approx(model_spec("small-cnn").base_lr * (32 / 64) ** 0.5)
+    assert "batch size 64 -> 32" in capsys.readouterr().err
+    assert any("batch size 64 -> 32" in line for line in train_summary(r))
+
+
+def test_read_only_with_no_smaller_batch_stops_with_a_checkpoint(digits, tmp_path):
+    """Nothing left to step down to: CapExceededError (exit 4) after a checkpoint; a
+    clock asked for on a read-only device is not locked, and the result says so."""
+    dev = nano(read_only=True)
+    with pytest.raises(CapExceededError, match="--resume") as e:
+        train(
+            dev,
+            digits,
+            batch_size=64,
+            power_limit_w=3.2,
+            target_accuracy=1.0,
+            guard_window_s=0.2,
+            batch_ladder=(32, 64),
+            checkpoint_dir=tmp_path,
+        )
+    assert e.value.exit_code == 4
+    saved = load_checkpoint(tmp_path)
+    assert saved is not None and saved["trainer"]["batch_size"] == 32
+    r = train(dev, digits, freq_mhz=614.4, max_samples=64)
+    assert r.clocks == "read-only: clocks as found" and r.freq_mhz_requested == 614.4
+    assert r.freq_mhz_start == TOP_MHZ and any("clocks as found" in w for w in r.warnings)
 
 
 class _FakeSampler:

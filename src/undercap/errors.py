@@ -9,6 +9,7 @@ from typing import Any
 EXIT_OK = 0  # done; for `train` and `run`: the target accuracy was reached
 EXIT_USER_ERROR = 2  # a mistake the `error:` line says how to fix (argparse uses 2 too)
 EXIT_TARGET_NOT_REACHED = 3  # ran to the end without trouble, but missed the target
+EXIT_CAP_EXCEEDED = 4  # training went over its power cap with nothing left to step down to
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
 EXIT_TERMINATED = 143  # SIGTERM: 128 + SIGTERM
 EXIT_BROKEN_PIPE = 141  # the reader went away (`undercap devices | head`): 128 + SIGPIPE
@@ -40,6 +41,14 @@ class DeviceOutOfMemoryError(DeviceError):
 
 class InfeasibleError(UndercapError):
     """No configuration satisfies the power limit."""
+
+
+class CapExceededError(InfeasibleError):
+    """Training went over its cap with no lower clock or smaller batch size left to step
+    down to (the power guard, train/guard.py). The run was checkpointed first where it
+    had a checkpoint folder; the CLI exits with EXIT_CAP_EXCEEDED."""
+
+    exit_code = EXIT_CAP_EXCEEDED
 
 
 class MissingExtraError(UndercapError):

@@ -95,6 +95,12 @@ class Profile:
                 return r
         return None
 
+    @property
+    def clock(self) -> str:
+        """How its rows' clocks came about: "observed" (a read-only profile measures at
+        the clock the device runs) or "chosen" (each row's clock was locked)."""
+        return "observed" if self.mode == "read-only" else "chosen"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": PROFILE_SCHEMA,

@@ -28,7 +28,10 @@ from undercap.errors import ArtifactError
 SELECTION_SCHEMA = "undercap.selection/1"
 _CHOICE = ("method", "batch_size", "freq_mhz", "time_per_sample_s", "peak_power_w")
 _OPTIONAL = ("relative_samples", "score")
-_IDENTITY = ("model", "device", "simulated", "power_limit_w")
+_IDENTITY = ("model", "device", "simulated", "power_limit_w", "clock")
+#: how the choice's clock came about: chosen among the device's clocks (a profile made
+#: with clock control) or observed (a read-only profile: the clock the device ran at)
+CLOCKS = ("chosen", "observed")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,18 @@ class Selection:
     score: Optional[float] = None
     training: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    clock: str = "chosen"  # CLOCKS: "observed" on a read-only device
+
+    def lock_mhz(self) -> Optional[float]:
+        """The clock training should lock: the chosen one; None (the clocks as found)
+        where the selection only observed the clock its device ran at."""
+        return self.freq_mhz if self.clock == "chosen" else None
+
+    def batch_ladder(self) -> tuple[int, ...]:
+        """The batch sizes feasible under the limit (the candidates), ascending: where
+        a read-only device goes over its cap, the guard steps down through these."""
+        rows = self.extra.get("candidates") or []
+        return tuple(sorted({int(c["batch_size"]) for c in rows if "batch_size" in c}))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SELECTION_SCHEMA}
@@ -78,6 +93,9 @@ def _fields(d: Mapping[str, Any], where: str) -> dict[str, Any]:
     if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
         raise ArtifactError(f"{where}: batch_size must be a positive integer, got {b!r}")
     limit = d.get("power_limit_w")
+    clock = d.get("clock", "chosen")
+    if clock not in CLOCKS:
+        raise ArtifactError(f"{where}: clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
     return {
         "method": str(d.get("method", "ours")),
         "batch_size": b,
@@ -91,6 +109,7 @@ def _fields(d: Mapping[str, Any], where: str) -> dict[str, Any]:
         "relative_samples": _opt_float(d.get("relative_samples")),
         "score": _opt_float(d.get("score")),
         "training": dict(d.get("training") or {}),
+        "clock": clock,
     }
 
 

@@ -60,6 +60,9 @@ class TrainResult:
     # its cost (in time_to_accuracy_s, train_time_s and energy_j)
     race: Optional[dict[str, Any]] = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    # "locked" (freq_mhz_requested held), "as found" (none asked for) or "read-only:
+    # clocks as found" (the device's clocks may not be changed here); None: older results
+    clocks: Optional[str] = None
 
     @property
     def time_basis(self) -> str:
@@ -105,6 +108,7 @@ class TrainResult:
             "segments",
             "schedule",
             "race",
+            "clocks",
         }
         missing = sorted(n for n in names - defaults if n not in obj)
         if missing:

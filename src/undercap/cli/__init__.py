@@ -70,7 +70,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.debug:
             raise
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return int(getattr(e, "exit_code", EXIT_USER_ERROR))
     except KeyboardInterrupt:
         if args.debug:
             raise

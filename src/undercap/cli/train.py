@@ -27,6 +27,7 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
+from undercap.cli.recipe_args import DETERMINISTIC_HELP
 from undercap.cli.select import add_margin_arg
 from undercap.cli.train_race import add_race_args
 
@@ -178,6 +179,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--sample-rate-hz", type=positive_float, default=defaults.TRAIN_SAMPLE_RATE_HZ)
     r.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N] (default auto)")
+    r.add_argument("--deterministic", action="store_true", help=DETERMINISTIC_HELP)
     add_objective_args(r)
     add_margin_arg(r)  # used where train selects: a changing cap re-selects (b, f)
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -223,7 +225,9 @@ def _resolve(args: argparse.Namespace) -> dict[str, Any]:
     out = {
         "model": args.model or (sel.model if sel else None) or t.get("model"),
         "batch_size": args.batch_size or (sel.batch_size if sel else None),
-        "freq_mhz": args.freq_mhz or (sel.freq_mhz if sel else None),
+        # a read-only selection observed its clock: train at the clocks as found
+        "freq_mhz": args.freq_mhz or (sel.lock_mhz() if sel else None),
+        "batch_ladder": sel.batch_ladder() if sel else (),
         "power_limit_w": args.power_limit if args.power_limit else (sel and sel.power_limit_w),
         "base_lr": pick(args.lr, "base_lr"),
         "max_batch_size": pick(args.max_batch_size, "max_batch_size"),
@@ -338,15 +342,48 @@ def _selection_data(args: argparse.Namespace, data: dict[str, Any]) -> Any:
 def run(args: argparse.Namespace) -> int:
     from undercap.artifacts.train_result import save_train_result
     from undercap.cli.common import open_device_from_args, print_json, training_exit_code
-    from undercap.cli.train_race import raced_training
     from undercap.data.spec import load_splits
     from undercap.recipes.race import race_summary
     from undercap.report.text import train_summary
-    from undercap.train import train_on_device
 
     choice = _resolve(args)
     follow = _follow(args)
-    data = load_splits(_data_spec(args, choice))
+    with open_device_from_args(args, seed=choice["seed"]) as device:
+        _check_freq_flag(args, device)  # before the data loads
+        data = load_splits(_data_spec(args, choice))
+        result = _train(args, device, data, choice, follow)
+    if args.output is not None:
+        save_train_result(args.output, result)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print("\n".join(train_summary(result)))
+        print(race_summary(result), end="")  # recipes/race.py ('' without a race)
+        if args.output is not None:
+            print(f"wrote {args.output}")
+    return training_exit_code(result)
+
+
+def _check_freq_flag(args: argparse.Namespace, device: Any) -> None:
+    """--freq-mhz asks for a lock: on a device whose clocks are read-only here that is
+    one line now, not an error after the data loaded."""
+    from undercap.errors import DevicePermissionError
+    from undercap.train.guard import can_control_clocks
+
+    if args.freq_mhz is not None and not can_control_clocks(device):
+        raise DevicePermissionError(
+            f"{device.name} is read-only here: cannot lock --freq-mhz {args.freq_mhz:g}; "
+            "drop --freq-mhz to train at the clocks as found, or allow clock control "
+            "(jetson: run as root without --read-only; nvml: --allow-clock-control as root)"
+        )
+
+
+def _train(
+    args: argparse.Namespace, device: Any, data: Any, choice: dict[str, Any], follow: Any
+) -> Any:
+    from undercap.cli.train_race import raced_training
+    from undercap.train import train_on_device
+
     kw = {
         "batch_size": choice["batch_size"],
         "freq_mhz": choice["freq_mhz"],
@@ -359,6 +396,7 @@ def run(args: argparse.Namespace) -> int:
         "max_batch_size": choice["max_batch_size"],
         "pretrained": choice["pretrained"],
         "seed": choice["seed"],
+        "batch_ladder": choice["batch_ladder"],
         "checkpoint_dir": args.checkpoint_dir,
         "checkpoint_every_s": args.checkpoint_every_s,
         "checkpoint_every_samples": args.checkpoint_every_samples,
@@ -366,6 +404,7 @@ def run(args: argparse.Namespace) -> int:
         "guard_window_s": args.guard_window_s,
         "sample_rate_hz": args.sample_rate_hz,
         "torch_device": args.torch_device,
+        "deterministic": args.deterministic,
         "progress": not args.no_progress,
         "loss": choice["loss"],
         "metric": choice["metric"],
@@ -374,18 +413,6 @@ def run(args: argparse.Namespace) -> int:
         **choice["recipe"],
         **follow,
     }
-    with open_device_from_args(args, seed=choice["seed"]) as device:
-        if args.race:  # cli/train_race.py: the race on the target first
-            result = raced_training(args, device, data, {"model": choice["model"], **kw})
-        else:
-            result = train_on_device(device, choice["model"], data, **kw)
-    if args.output is not None:
-        save_train_result(args.output, result)
-    if args.json:
-        print_json(result.to_dict())
-    else:
-        print("\n".join(train_summary(result)))
-        print(race_summary(result), end="")  # recipes/race.py ('' without a race)
-        if args.output is not None:
-            print(f"wrote {args.output}")
-    return training_exit_code(result)
+    if args.race:  # cli/train_race.py: the race on the target first
+        return raced_training(args, device, data, {"model": choice["model"], **kw})
+    return train_on_device(device, choice["model"], data, **kw)

@@ -70,7 +70,8 @@ def _as_selected(sel: Any, kw: dict[str, Any]) -> Any:
     """The selection at the (b, f) this command trains (flags may override it)."""
     import dataclasses
 
-    return dataclasses.replace(sel, batch_size=kw["batch_size"], freq_mhz=kw["freq_mhz"])
+    freq = sel.freq_mhz if kw["freq_mhz"] is None else kw["freq_mhz"]  # observed: kept
+    return dataclasses.replace(sel, batch_size=kw["batch_size"], freq_mhz=freq)
 
 
 def _trainer(device: Any, data: Any, kw: dict[str, Any]) -> Any:
@@ -82,7 +83,7 @@ def _trainer(device: Any, data: Any, kw: dict[str, Any]) -> Any:
         ckpt = out / "checkpoint"
         return train_on_device(device, kw["model"], data, **{
             **{k: v for k, v in kw.items() if k != "model"},
-            "batch_size": sel.batch_size, "freq_mhz": sel.freq_mhz, "checkpoint_dir": ckpt,
+            "batch_size": sel.batch_size, "freq_mhz": sel.lock_mhz(), "checkpoint_dir": ckpt,
             "resume": (ckpt / "checkpoint.pt").exists(), "eval_log": out / "evals.csv",
             "progress": progress, **(follow or {})})  # fmt: skip
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from undercap.artifacts.workload import Workload
-from undercap.errors import DeviceError
+from undercap.errors import DeviceError, DevicePermissionError
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,21 @@ class Device(ABC):
     @abstractmethod
     def info(self) -> DeviceInfo:
         """Capabilities, for `undercap devices` and provenance."""
+
+    def check_control(self) -> None:
+        """Where clock control was asked for (the device is not read-only), raise
+        DevicePermissionError now, before any work, if this process may not change the
+        clocks: one line that says how to get control or to go read-only. Backends whose
+        permission shows only when they try (NVML) try something harmless here."""
+        if self.read_only:
+            return
+        info = self.info()
+        if not info.control_permitted:
+            why = str(info.details.get("control") or "no permission").replace("no: ", "", 1)
+            raise DevicePermissionError(
+                f"{self.name}: cannot change GPU clocks ({why}); run as root, or pass "
+                "--read-only to measure and train at the clocks as found"
+            )
 
     def close(self) -> None:
         """Release handles (NVML shutdown etc.)."""

@@ -40,10 +40,30 @@ def open_device(
     read_only: bool = False,
     allow_clock_control: bool = False,
     seed: int = 0,
+    check_control: bool = True,
 ) -> Device:
     """Open a device by name. Unknown names raise DeviceError listing the valid ones.
     `seed` seeds a simulated device's sensor noise; NVML stays read-only unless
-    `allow_clock_control` (and not `read_only`)."""
+    `allow_clock_control` (and not `read_only`). Where clock control is asked for (not
+    read-only), a process that may not change the clocks gets DevicePermissionError
+    here, before any work (`check_control=False`: only describe the device)."""
+    device = _open(name, sysfs_root, read_only, allow_clock_control, seed)
+    if check_control:
+        try:
+            device.check_control()
+        except BaseException:
+            device.close()
+            raise
+    return device
+
+
+def _open(
+    name: str,
+    sysfs_root: Union[str, Path],
+    read_only: bool,
+    allow_clock_control: bool,
+    seed: int,
+) -> Device:
     if name.startswith("sim:"):
         from undercap.devices.simulated import SimulatedDevice
 
@@ -82,7 +102,7 @@ def discover(
 
 
 def _info(name: str, **kwargs: Any) -> DeviceInfo:
-    with open_device(name, **kwargs) as dev:
+    with open_device(name, check_control=False, **kwargs) as dev:
         return dev.info()
 
 

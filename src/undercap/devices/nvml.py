@@ -201,6 +201,27 @@ class NvmlDevice(RestoresOnCrash, Device):
         self.note_snap(float(freq_mhz), target, self.current_freq_mhz())
         return target
 
+    def check_control(self) -> None:
+        """--allow-clock-control: refused locks are one line before any work. Locking
+        needs root, and some GPUs or drivers refuse it whatever the user (NO_PERMISSION,
+        NOT_SUPPORTED): resetting the locked clocks asks the same permission and changes
+        nothing a run would not undo anyway (restoring means "unlocked", module
+        docstring)."""
+        if self.read_only:
+            return
+        permitted, why = self._control_status()
+        if not permitted:
+            why = why.replace("no: ", "", 1)
+            raise DevicePermissionError(f"{self.name}: cannot lock GPU clocks: {why}")
+        try:
+            self._nv.nvmlDeviceResetGpuLockedClocks(self._h)
+        except self._nv.NVMLError as e:
+            err = nvml_error(self._nv, e, f"unlocking {self.name}'s clocks (a permission check)")
+            raise type(err)(
+                f"{err}; or leave out --allow-clock-control to measure and train at the clocks "
+                "as found"
+            ) from e
+
     # --- state ----------------------------------------------------------------------
     def boot_id(self) -> Optional[str]:
         return read_boot_id("/")

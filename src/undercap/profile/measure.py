@@ -52,16 +52,37 @@ from undercap.profile.stepper import Stepper
 
 @dataclass(frozen=True)
 class ProfileSettings:
-    warmup_steps: int = defaults.PROFILE_WARMUP_STEPS  # per batch size
-    measure_steps: int = defaults.PROFILE_MEASURE_STEPS  # fewest per configuration
+    """How each configuration (b, f) is measured: with the clock locked, mini-batches
+    of the real model run while power is sampled, until time per sample and peak power
+    are known well enough, and no longer.
+
+    Args:
+        warmup_steps: Warm-up mini-batches per batch size (allocation, cuDNN
+            autotuning); a clock change needs none.
+        measure_steps: Fewest measured mini-batches per configuration (two give a
+            confidence interval).
+        sample_rate_hz: Power readings per second.
+        seed: Torch seed set before the model is built (its initial weights).
+        host_steps: Simulated devices only: run one real step per batch size on the
+            host to prove the model builds, fits and trains. False skips host compute
+            (the device model still gives every t and P), to profile many models
+            cheaply, e.g. for the baselines' safe frequency.
+        max_steps: Most measured mini-batches per configuration, whatever the
+            confidence intervals say.
+        min_windows: Measure each configuration for at least this many power windows
+            (the robust peak's window, widened for slow sensors).
+        time_rel_tol: Stop once the 95% confidence interval of time per sample is
+            within this fraction of it ...
+        peak_rel_tol: ... and that of the peak power, over repeated windows, within
+            this fraction of it.
+    """
+
+    warmup_steps: int = defaults.PROFILE_WARMUP_STEPS
+    measure_steps: int = defaults.PROFILE_MEASURE_STEPS
     sample_rate_hz: float = defaults.PROFILE_SAMPLE_RATE_HZ
     seed: int = 0
-    #: Simulated devices only: run one real step per batch size on the host to
-    #: prove the model builds, fits and trains. False skips host compute; the
-    #: device model still gives every t and P. Used to profile many models cheaply
-    #: (e.g. for the baselines' safe frequency).
     host_steps: bool = True
-    max_steps: int = defaults.PROFILE_MAX_STEPS  # most per configuration
+    max_steps: int = defaults.PROFILE_MAX_STEPS
     min_windows: float = defaults.PROFILE_MIN_WINDOWS
     time_rel_tol: float = defaults.PROFILE_TIME_REL_TOL
     peak_rel_tol: float = defaults.PROFILE_PEAK_REL_TOL
@@ -80,12 +101,15 @@ class Measurer:
         prior: Optional[dict[tuple[int, float], ProfileRow]] = None,
     ) -> None:
         self.device, self.stepper, self.settings, self.tick = device, stepper, settings, tick
-        self.rows: dict[tuple[int, float], ProfileRow] = dict(prior or {})
+        self.can_control = not device.read_only and device.info().control_permitted
+        self.rows: dict[tuple[int, float], ProfileRow] = {
+            self._key(b, None if not self.can_control else f): row
+            for (b, f), row in (prior or {}).items()
+        }
         self.reused = set(self.rows)
         self.unfit: list[int] = []
         self.warmup_steps = self.measured_steps = 0
         self.snaps: list[dict[str, float]] = []  # configurations whose clock read back differently
-        self.can_control = not device.read_only and device.info().control_permitted
         self.host_steps = settings.host_steps or not device.is_simulated
         self.window_s = power_window_s(device)
         self.policy = MarginPolicy(self.window_s, device.sensor_update_interval_s())
@@ -121,9 +145,15 @@ class Measurer:
             raise
         return True
 
+    @staticmethod
+    def _key(b: int, freq_mhz: Optional[float]) -> tuple[int, float]:
+        """Rows are keyed by the requested step; read-only (None): one row per batch
+        size, whatever clock it ran at (a prior row measured read-only is that row)."""
+        return (b, -1.0 if freq_mhz is None else float(freq_mhz))
+
     def measure(self, b: int, freq_mhz: Optional[float]) -> ProfileRow:
         """One configuration (module docstring); None: the clock the device runs."""
-        key = (b, -1.0 if freq_mhz is None else float(freq_mhz))
+        key = self._key(b, freq_mhz)
         if key in self.rows:
             return self.rows[key]
         step_mhz = self._lock(b, freq_mhz)
@@ -140,14 +170,19 @@ class Measurer:
         ) as sampler:
             start = self.device.now_s()
             step_times: list[float] = []
+            seen_mhz: list[float] = []  # read-only: the clock while the step runs
             while True:
                 t0 = self.device.now_s()
                 self._step(b)
+                if freq_mhz is None:
+                    seen_mhz.append(float(self.device.current_freq_mhz()))
                 self._sync()
                 step_times.append(self.device.now_s() - t0)
                 if self._enough(step_times, sampler, start):
                     break
         self.measured_steps += len(step_times)
+        if seen_mhz:  # the clock under load, not the idle one read before the warm-up
+            step_mhz = float(np.median(seen_mhz))
         row = self._row(b, step_mhz, np.asarray(step_times), sampler)
         self.rows[key] = row
         self.tick()

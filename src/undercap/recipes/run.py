@@ -49,44 +49,88 @@ from undercap.train.schedule import Budget, LiveSource, budget_from, follow_kwar
 
 @dataclass(frozen=True)
 class RunConfig:
+    """What `undercap run` does, as one value: estimate (or reuse) r(b) on the proxy,
+    profile (or reuse) the device, select (b, f) and train on the target under the cap.
+
+    Args:
+        device: Device name, as `--device`: `sim:jetson-nano`, `jetson`, `nvml:0`, ...
+        model: Built-in model name or your factory (`path/to/file.py:build`).
+        proxy: Dataset r(b) is estimated on; unused when `efficiency` is given.
+        target: Dataset trained on, on the device.
+        power_limit_w: The cap in W; None: no cap (or the cap comes from `power_schedule`).
+        setup: What every training run shares: batch sizes, budget, learning rate.
+        target_accuracy: Test accuracy on the target at which device training stops.
+        proxy_accuracy: Target accuracy of the proxy estimate; None: `target_accuracy`.
+        proxy_fraction: Or the proxy target as a fraction of b_max's best proxy accuracy.
+        estimate_seeds: Seeds of the r(b) estimate runs.
+        seed: Seed of the device training run.
+        efficiency: Path of an efficiency file (`undercap estimate`) to reuse.
+        proxies: Several proxies: r(b) on each, pooled by the ensemble rule (the median
+            r(b)); replaces `proxy`.
+        efficiencies: Several efficiency files (or sets) to pool; replaces `efficiency`.
+        profile: Path of a profile (`undercap profile`) to reuse instead of profiling.
+        pretrain_source: Dataset to pre-train on first; every run starts from its weights.
+        pretrain_samples: Pre-training budget in samples; None: 5 epochs.
+        full_profile: Profile every (b, f) instead of the efficient sweep for the cap.
+        cache_dir: Cache of profiles, estimates and runs; None: `OUT_DIR/cache`.
+        device_options: Keyword arguments of `open_device` (`read_only`, `sysfs_root`,
+            `allow_clock_control`).
+        objective: What to minimise under the cap: `"time"`, `"energy"` or `"edp"`
+            (energy x time).
+        energy_budget_j: A battery: the fastest configuration whose predicted energy to
+            the target fits in this many joules.
+        power_schedule: CSV of `time_s,power_limit_w` rows: the cap changes during
+            training and (b, f) is re-selected at every change.
+        power_source: Or a file another program rewrites with the current cap in W.
+        poll_s: How often `power_source` is read, in seconds.
+        rule: With one proxy, what picks the trained (b, f): `"paper"` (Algorithm 1),
+            `"spread"` or `"gns"`; several proxies always use the ensemble rule.
+        gns_check: Measure the gradient noise scale on the target before training and
+            show it beside r(b) (one proxy only).
+        gns_budget: That probe's device time at most, as a fraction of the predicted
+            training time; skipped when it does not fit.
+        power_margin_w: Safety margin added to every profiled peak; None: each
+            configuration's measured margin, 0: none (the paper's test).
+        race: With several proxies, race the candidates they disagree on, on the target,
+            before training (off by default: it measured no better than the median).
+        race_fraction: Each race candidate's device time, as a fraction of the
+            favourite's predicted training time.
+    """
+
     device: str
     model: str
-    proxy: Optional[DataSpec]  # unused when `efficiency` is given
+    proxy: Optional[DataSpec]
     target: DataSpec
     power_limit_w: Optional[float]
     setup: TrainingSetup
-    target_accuracy: float  # absolute, on the target (what device training stops at)
-    proxy_accuracy: Optional[float] = None  # proxy estimate target (default: target_accuracy)
-    proxy_fraction: Optional[float] = None  # ... or a fraction of b_max's best proxy accuracy
+    target_accuracy: float
+    proxy_accuracy: Optional[float] = None
+    proxy_fraction: Optional[float] = None
     estimate_seeds: tuple[int, ...] = (0, 1, 2)
-    seed: int = 0  # device training seed
-    efficiency: Optional[str] = None  # reuse this efficiency artifact
-    # several proxies (recipes/ensemble.py: the ensemble rule): r(b) on each of these, or
-    # these artifacts (single-proxy or sets) reused; they replace `proxy`/`efficiency`
+    seed: int = 0
+    efficiency: Optional[str] = None
     proxies: tuple[DataSpec, ...] = ()
     efficiencies: tuple[str, ...] = ()
-    profile: Optional[str] = None  # reuse this profile
+    profile: Optional[str] = None
     pretrain_source: Optional[DataSpec] = None
     pretrain_samples: Optional[int] = None
-    full_profile: bool = False  # full sweep even with a limit
+    full_profile: bool = False
     cache_dir: Optional[str] = None
     device_options: dict[str, Any] = field(default_factory=dict)
-    objective: str = "time"  # or "energy", "edp" (select/objectives.py)
+    objective: str = "time"
     energy_budget_j: Optional[float] = None
-    power_schedule: Optional[str] = None  # CSV time_s,power_limit_w: the cap changes
-    power_source: Optional[str] = None  # ... or a file another program rewrites
+    power_schedule: Optional[str] = None
+    power_source: Optional[str] = None
     poll_s: float = defaults.POWER_SOURCE_POLL_S
-    rule: str = defaults.SELECTION_RULE  # "paper", "spread" or "gns" (recipes/gns_check.py)
-    gns_check: bool = defaults.GNS_CHECK  # probe the gradient noise scale on the target
-    gns_budget: float = defaults.GNS_BUDGET_FRACTION  # of the predicted training time
-    power_margin_w: Optional[float] = None  # safety margin for every row; None: measured
-    # a race on the target between the candidates several proxies disagree on
-    # (recipes/race.py); off by default, as measured
+    rule: str = defaults.SELECTION_RULE
+    gns_check: bool = defaults.GNS_CHECK
+    gns_budget: float = defaults.GNS_BUDGET_FRACTION
+    power_margin_w: Optional[float] = None
     race: bool = defaults.RACE
-    race_fraction: float = defaults.RACE_FRACTION  # of the predicted training time, each
+    race_fraction: float = defaults.RACE_FRACTION
 
     def budget(self) -> Optional[Budget]:
-        """The changing cap, if any (train/schedule.py)."""
+        """The changing cap from `power_schedule` or `power_source`; None: a fixed one."""
         return budget_from(self.power_schedule, self.power_source, self.poll_s)
 
 
@@ -299,8 +343,9 @@ def _train(
                 data,
                 batch_size=selection.batch_size,
                 target_accuracy=cfg.target_accuracy,
-                freq_mhz=selection.freq_mhz,
+                freq_mhz=selection.lock_mhz(),  # None: a read-only profile's clock
                 power_limit_w=cfg.power_limit_w,
+                batch_ladder=selection.batch_ladder(),
                 seed=cfg.seed,
                 checkpoint_dir=ckpt,
                 resume=resume,

@@ -96,6 +96,7 @@ def build_selection(
         simulated=profile.simulated,
         training=dict(training or training_of(eff)),
         extra=extra,
+        clock=profile.clock,
     )
 
 

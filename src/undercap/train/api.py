@@ -71,6 +71,7 @@ class CappedResult:
     steps: int = 0  # step() calls
     warnings: tuple[str, ...] = ()  # misuse the loop should fix (also warned when seen)
     race: Optional[dict[str, Any]] = None  # cap.race()'s record (train/race_capped.py)
+    clocks: Optional[str] = None  # "locked", "as found", "read-only: clocks as found"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,6 +95,7 @@ class Capped:
         sample_rate_hz: float,
         follower: Any = None,
         eval_log: Any = None,
+        switch_batch: bool = True,
     ) -> None:
         if device.is_simulated and workload is None:
             raise UndercapError(
@@ -110,6 +112,8 @@ class Capped:
             sample_rate_hz=sample_rate_hz,
             follower=follower,
             batch_size=choice.batch_size,
+            batch_ladder=choice.batch_ladder,
+            switch_batch=switch_batch,
         )
         self.curve: list[tuple[int, float]] = []
         self.samples_to_target: Optional[int] = None
@@ -255,8 +259,7 @@ class Capped:
     def _finish(self, freq_final: Optional[float] = None) -> CappedResult:
         acc = self.session.snapshot()
         t, limit = acc["train_time_s"], self.choice.power_limit_w
-        follower = self.session.follower
-        segments = tuple(follower.segments) if follower is not None else ()
+        segments = self.session.segments()
         return CappedResult(
             reached=self.done,
             time_to_accuracy_s=self.time_to_accuracy_s,
@@ -278,7 +281,8 @@ class Capped:
             simulated=self.device.is_simulated,
             device=self.device.name,
             steps=self.steps,
-            warnings=tuple(self.warnings),
+            warnings=tuple(self.warnings) + tuple(self.session.notes),
+            clocks=self.session.clocks,
             race=None
             if self._race is None or self._race.record is None
             else self._race.record.to_dict(),
@@ -311,6 +315,7 @@ def capped(
     tensorboard_dir: Any = None,
     race: bool = False,
     race_budget: float = defaults.RACE_FRACTION,
+    switch_batch: bool = True,
 ) -> Capped:
     """A context manager for a training loop of your own under a power cap (module
     docstring). `task` (a models/tasks.py name; None: inferred from the model) says
@@ -323,7 +328,11 @@ def capped(
     log every report() (train/evallog.py). With a `batch_size` given, `max_batch_size` is
     the estimate's largest batch, which `lr()` scales from. `proxies` instead of `relative`: several
     proxies' r(b) (select/ensemble.py; {name: r(b)}, efficiencies or their paths).
-    `race=True` (with `samples_bmax`): cap.race() first (train/race_capped.py)."""
+    `race=True` (with `samples_bmax`): cap.race() first (train/race_capped.py).
+    On a device whose clocks are read-only here, the clocks are used as found and the
+    guard holds the cap by stepping `batch_size` down (re-read it after each step);
+    `switch_batch=False` where the loop cannot change its batch size (an excess is then
+    recorded and warned about)."""
     if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
         relative = median_relative(proxies, relative)
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
@@ -341,6 +350,7 @@ def capped(
         sample_rate_hz=sample_rate_hz,
         follower=follower,
         eval_log=EvalLog.open(eval_log, tensorboard_dir),
+        switch_batch=switch_batch,
     )
     if race:
         cap._race = capped_race(cap, profile, proxies, follower, samples_bmax, race_budget)

@@ -20,6 +20,8 @@ class Choice:
     freq_mhz: Optional[float]
     power_limit_w: Optional[float]
     max_batch_size: Optional[int]
+    # read-only clocks: what the guard steps down through over the cap (session.py)
+    batch_ladder: tuple[int, ...] = ()
 
 
 def choose_config(
@@ -38,12 +40,16 @@ def choose_config(
         sel = selection if isinstance(selection, Selection) else load_selection(selection)
         limit = sel.power_limit_w if power_limit_w is None else power_limit_w
         b_max = sel.training.get("max_batch_size")
-        return Choice(sel.batch_size, sel.freq_mhz, limit, b_max)
+        # a read-only selection observed its clock: train at the clocks as found
+        return Choice(sel.batch_size, sel.lock_mhz(), limit, b_max, sel.batch_ladder())
     if profile is not None and relative is not None:
-        from undercap.select import choose
+        from undercap.select import choose, per_batch
 
-        choice = choose(as_profile(profile), relative, power_limit_w, **objective)
-        return Choice(choice.batch_size, choice.freq_mhz, power_limit_w, max(relative))
+        prof = as_profile(profile)
+        choice = choose(prof, relative, power_limit_w, **objective)
+        ladder = tuple(c.batch_size for c in per_batch(prof, relative, power_limit_w))
+        freq = choice.freq_mhz if prof.clock == "chosen" else None
+        return Choice(choice.batch_size, freq, power_limit_w, max(relative), ladder)
     if batch_size is None:
         raise UndercapError(
             "capped() needs a selection, or a profile and r(b) (relative=) with a power "

@@ -22,7 +22,7 @@ from undercap import defaults
 from undercap.artifacts.provenance import provenance
 from undercap.artifacts.train_result import TrainResult
 from undercap.devices.base import Device
-from undercap.errors import UndercapError
+from undercap.errors import CapExceededError, UndercapError
 from undercap.report.progress import sample_bar
 from undercap.train.checkpoint import checkpoint_to_resume
 from undercap.train.checkpoint import save_checkpoint as _save
@@ -115,6 +115,7 @@ class _Hooks:
                 "follower": None
                 if self.session.follower is None
                 else self.session.follower.state(self.session),
+                "segments": self.session.segment_state(),
             },
         )
 
@@ -146,13 +147,18 @@ def train_on_device(
     """Fine-tune `model_name` on `data` on `device` until the target accuracy (or the
     sample budget), with the clocks locked at `freq_mhz` (None: leave them) and the
     power guard holding `power_limit_w`. `spec` takes the fields of
-    train.setup.TrainSpec (batch_size and target_accuracy are required). With a
-    `power_schedule` (train/schedule.py) the cap changes during training and the
-    `reselector` picks (b, f) at every change (follow.py). `eval_log` (.csv or
-    .jsonl) and `tensorboard_dir` log every evaluation (evallog.py). `time_budget_s`
-    ends the run, with an evaluation, once it trained that much device time (a race's
-    lane, race.py; its checkpoint continues as an ordinary run). See the module
-    docstring."""
+    [TrainSpec][undercap.train.setup.TrainSpec] (`batch_size` and `target_accuracy`
+    are required). The learning rate is scaled from the largest batch by
+    sqrt(b / b_max), as in the r(b) estimate. Evaluation runs with the device's
+    accounting paused: it is reported as host time, not as training.
+
+    With a `power_schedule` (a schedule or a live source of the cap) the cap changes
+    during training, and the `reselector` picks (b, f) again at every change.
+    `eval_log` (a .csv or .jsonl path) and `tensorboard_dir` log every evaluation.
+    `time_budget_s` ends the run, with an evaluation, once it trained that much device
+    time (a lane of a race; its checkpoint continues as an ordinary run). Checkpoints
+    go to `checkpoint_dir` every `checkpoint_every_s` device seconds (or
+    `checkpoint_every_samples`), and `resume=True` continues a killed run exactly."""
     if (power_schedule is None) != (reselector is None):
         raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
     setup = RunSetup.build(device, TrainSpec(model=model_name, **spec), data)
@@ -199,6 +205,7 @@ def _run(
         samples=trainer.samples,
         follower=follower,
         batch_size=trainer.cfg.batch_size,
+        batch_ladder=spec.batch_ladder,
     )
     bar = sample_bar(spec.max_samples, f"train b={spec.batch_size}", progress, trainer.samples)
     with session:
@@ -212,6 +219,15 @@ def _run(
             session.pause()
             if checkpoint["dir"] is not None:
                 hooks.save(trainer)
+        except CapExceededError as e:  # stopped over the cap: keep what it trained
+            if checkpoint["dir"] is None:
+                raise
+            with session.paused():
+                hooks.save(trainer)
+            raise CapExceededError(
+                f"{e}. Checkpointed at {trainer.samples} samples in {checkpoint['dir']}: "
+                "the same command with --resume goes on from there"
+            ) from e
         finally:
             hooks.close()
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
@@ -223,9 +239,10 @@ def _run(
         freq_start=freq_start,
         freq_final=freq_final,
         energy_source=session.energy_source,
-        warnings=warnings + end_notes,
+        warnings=warnings + [n for n in session.notes if n not in warnings] + end_notes,
         resumed_from=int(saved["trainer"]["samples"]) if saved else None,
         provenance=provenance(seed=spec.seed, device=device.name),
-        segments=tuple(follower.segments) if follower else (),
+        segments=session.segments(),
         schedule=None if follow is None else follow[0].source,
+        clocks=session.clocks,
     )

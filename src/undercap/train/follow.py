@@ -37,16 +37,18 @@ class CapFollower:
     ) -> None:
         self.budget, self.reselector = budget, reselector
         s = saved or {}
-        self.segments: List[Dict[str, Any]] = list(s.get("segments", []))
+        self.log = SegmentLog(s)
         self.samples_by_batch: Dict[int, int] = {
             int(k): int(v) for k, v in s.get("samples_by_batch", {}).items()
         }
         cfg = s.get("config")
         self.config: Optional[Config] = None if cfg is None else Config(**cfg)
         self.limit_w: Any = s.get("limit_w", _UNSET)
-        self._open_saved: Optional[Dict[str, Any]] = s.get("open_segment")
-        self._seg: Optional[Dict[str, Any]] = None
         self._next_s: Optional[float] = None
+
+    @property
+    def segments(self) -> List[Dict[str, Any]]:
+        return self.log.segments
 
     # --- the session's calls --------------------------------------------------------
     def start(self, session: Any) -> None:
@@ -55,8 +57,7 @@ class CapFollower:
         if self.config is not None and self._held_at_resume(session, limit):
             session.apply(self.config, self.limit_w)  # resumed: the configuration it held
             self._open(session)
-            if self._open_saved:  # ... and the same segment, continued
-                self._continue(session, self._open_saved)
+            self.log.continue_saved(session)  # ... and the same segment, continued
             self._next_s = self.budget.next_change_after(session.schedule_s)
         else:
             self._change(session, limit)
@@ -92,37 +93,22 @@ class CapFollower:
                 self._change(session, upcoming)
 
     def finish(self, session: Any) -> None:
-        self._close(session)
+        self.log.close(session)
+
+    def switched(self, session: Any, config: Config) -> None:
+        """The session changed the batch size under the same cap (a read-only device
+        over its cap, session.py): a new segment, the configuration a resume holds."""
+        self.log.close(session)
+        self.config = config
+        self._open(session)
 
     def state(self, session: Any = None) -> Dict[str, Any]:
         return {
-            "open_segment": None if session is None else self._open_state(session),
-            "segments": list(self.segments),
+            **self.log.state(session),
             "samples_by_batch": {str(b): s for b, s in self.samples_by_batch.items()},
             "config": None if self.config is None else asdict(self.config),
             "limit_w": None if self.limit_w is _UNSET else self.limit_w,
         }
-
-    def _open_state(self, session: Any) -> Optional[Dict[str, Any]]:
-        """The segment in progress, as a resumed run continues it (its device clock
-        starts over, so the peak so far is kept and energy and samples as offsets)."""
-        seg = self._seg
-        if seg is None:
-            return None
-        stats = session.sampler.stats_between(seg["_device_t0"], session.device.now_s())
-        return {
-            "start_s": seg["start_s"],
-            "_peak_w": max(seg.get("_peak_w", 0.0), 0.0 if stats is None else stats.peak_w),
-            "_energy0": seg["_energy0"] - session.energy_so_far_j(),
-            "_samples0": seg["_samples0"] - session.samples,
-        }
-
-    def _continue(self, session: Any, saved: Dict[str, Any]) -> None:
-        seg = self._seg
-        assert seg is not None
-        seg["start_s"], seg["_peak_w"] = saved["start_s"], saved["_peak_w"]
-        seg["_energy0"] = session.energy_so_far_j() + saved["_energy0"]
-        seg["_samples0"] = session.samples + saved["_samples0"]
 
     # --- changes ----------------------------------------------------------------------
     def progress(self) -> float:
@@ -132,7 +118,7 @@ class CapFollower:
         return progress_fraction(self.samples_by_batch, r.relative, r.n_max)
 
     def _change(self, session: Any, limit: Optional[float]) -> None:
-        self._close(session)
+        self.log.close(session)
         cfg = self.reselector.choose(limit, self.progress(), session.energy_so_far_j())
         while cfg is None:  # no power for any configuration: wait for it
             self._pause(session, limit)
@@ -157,22 +143,48 @@ class CapFollower:
         self.limit_w = limit
         self._open(session, paused=True)
         session.wait_for_power(until - session.schedule_s)
-        self._close(session)
+        self.log.close(session)
 
-    # --- segments ---------------------------------------------------------------------
     def _open(self, session: Any, paused: bool = False) -> None:
         cfg = None if paused else self.config
+        self.log.open(
+            session,
+            self.limit_w,
+            None if cfg is None else cfg.batch_size,
+            None if cfg is None else cfg.freq_mhz,
+        )
+
+
+class SegmentLog:
+    """The run's segments, one per interval with one configuration and cap: start_s,
+    end_s, power_limit_w, batch_size, freq_mhz, its robust peak power, mean power,
+    energy and samples. The open one survives a checkpoint (`state`), and a resumed
+    run continues it (`continue_saved`)."""
+
+    def __init__(self, saved: Optional[Dict[str, Any]] = None) -> None:
+        s = saved or {}
+        self.segments: List[Dict[str, Any]] = list(s.get("segments", []))
+        self._open_saved: Optional[Dict[str, Any]] = s.get("open_segment")
+        self._seg: Optional[Dict[str, Any]] = None
+
+    def open(
+        self,
+        session: Any,
+        limit_w: Optional[float],
+        batch_size: Optional[int],
+        freq_mhz: Optional[float],
+    ) -> None:
         self._seg = {
             "start_s": session.schedule_s,
-            "power_limit_w": self.limit_w,
-            "batch_size": None if cfg is None else cfg.batch_size,
-            "freq_mhz": None if cfg is None else cfg.freq_mhz,
+            "power_limit_w": limit_w,
+            "batch_size": batch_size,
+            "freq_mhz": freq_mhz,
             "_device_t0": session.device.now_s(),
             "_energy0": session.energy_so_far_j(),
             "_samples0": session.samples,
         }
 
-    def _close(self, session: Any) -> None:
+    def close(self, session: Any) -> None:
         seg, self._seg = self._seg, None
         if seg is None or session.schedule_s <= seg["start_s"]:
             return
@@ -189,3 +201,32 @@ class CapFollower:
                 "samples": session.samples - seg["_samples0"],
             }
         )
+
+    def state(self, session: Any = None) -> Dict[str, Any]:
+        return {
+            "open_segment": None if session is None else self._open_state(session),
+            "segments": list(self.segments),
+        }
+
+    def _open_state(self, session: Any) -> Optional[Dict[str, Any]]:
+        """The segment in progress, as a resumed run continues it (its device clock
+        starts over, so the peak so far is kept and energy and samples as offsets)."""
+        seg = self._seg
+        if seg is None:
+            return None
+        stats = session.sampler.stats_between(seg["_device_t0"], session.device.now_s())
+        return {
+            "start_s": seg["start_s"],
+            "_peak_w": max(seg.get("_peak_w", 0.0), 0.0 if stats is None else stats.peak_w),
+            "_energy0": seg["_energy0"] - session.energy_so_far_j(),
+            "_samples0": seg["_samples0"] - session.samples,
+        }
+
+    def continue_saved(self, session: Any) -> None:
+        """The open segment of the checkpoint, continued by the one just opened."""
+        seg, saved, self._open_saved = self._seg, self._open_saved, None
+        if seg is None or not saved:
+            return
+        seg["start_s"], seg["_peak_w"] = saved["start_s"], saved["_peak_w"]
+        seg["_energy0"] = session.energy_so_far_j() + saved["_energy0"]
+        seg["_samples0"] = session.samples + saved["_samples0"]

@@ -16,9 +16,14 @@ window (the robust peak's window, devices/sampler.py).
   windows lie at the current clocks (a decision needs a whole window after a change).
 * When a window's mean is above the limit it steps the GPU down to the next lower
   frequency and records the event. At the lowest frequency there is nothing left to
-  step down to: InfeasibleError stops the run, naming the power reached and what to do.
-  On a device whose clocks we may not change (read-only, no permission) the first
-  excess is recorded and warned about, later ones counted.
+  step down to: CapExceededError stops the run (exit 4, after a checkpoint), naming
+  the power reached and what to do.
+* On a device whose clocks we may not change (read-only, no permission) the batch size
+  is the knob: the guard asks its `batch_down` callback (the session's) for the next
+  smaller batch size, which the loop takes at the next step boundary (BATCH_DOWN, one
+  event each); with none left, CapExceededError as above. Where the batch size cannot
+  change (no callback: a trainer that fixed it), the first excess is recorded and
+  warned about, later ones counted.
 * At the end of the run (`finish`) the windows since the last judgement are judged
   too, and a run shorter than one window by its mean over the whole run; an excess
   there is recorded (EXCEEDED_AT_END), and `finish` returns lines for the result's
@@ -31,15 +36,17 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from undercap import defaults
 from undercap.devices.base import SNAP_TOLERANCE_MHZ, Device
 from undercap.devices.sampler import summarize
-from undercap.errors import DevicePermissionError, InfeasibleError
+from undercap.errors import CapExceededError, DevicePermissionError
 
 STEP_DOWN = "step_down"
+BATCH_DOWN = "batch_down"  # read-only: the next smaller batch size, same clocks
 READ_ONLY = "exceeded_read_only"
 EXCEEDED_AT_END = "exceeded_at_end"
 
@@ -58,8 +65,10 @@ class GuardEvent:
     to_mhz: Optional[float]  # same as from_mhz when the clocks could not be changed
     window_mean_w: float  # the highest window mean judged
     limit_w: float
-    action: str  # STEP_DOWN, READ_ONLY or EXCEEDED_AT_END
+    action: str  # STEP_DOWN, BATCH_DOWN, READ_ONLY or EXCEEDED_AT_END
     window_s: Optional[float] = None  # the guard's window (older results: not recorded)
+    from_batch_size: Optional[int] = None  # BATCH_DOWN only
+    to_batch_size: Optional[int] = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,7 +84,13 @@ class GuardEvent:
             limit_w=float(d["limit_w"]),
             action=str(d["action"]),
             window_s=None if d.get("window_s") is None else float(d["window_s"]),
+            from_batch_size=_opt_int(d.get("from_batch_size")),
+            to_batch_size=_opt_int(d.get("to_batch_size")),
         )
+
+
+def _opt_int(x: Any) -> Optional[int]:
+    return None if x is None else int(x)
 
 
 def can_control_clocks(device: Device) -> bool:
@@ -92,6 +107,15 @@ def next_lower_freq_mhz(freqs_mhz: tuple[float, ...], current_mhz: float) -> Opt
     """The highest supported frequency strictly below `current_mhz`, or None."""
     lower = [f for f in freqs_mhz if f < current_mhz - 1e-6]
     return max(lower) if lower else None
+
+
+def next_smaller_batch_size(ladder: Sequence[int], current: int) -> Optional[int]:
+    """The largest batch size of `ladder` below `current`; an empty ladder halves
+    (powers of two down to 1). None: nothing smaller is left."""
+    if not ladder:
+        return current // 2 if current > 1 else None
+    smaller = [b for b in ladder if b < current]
+    return max(smaller) if smaller else None
 
 
 def guard_window_s(device: Device, window_s: float) -> float:
@@ -139,6 +163,7 @@ class PowerGuard:
         start_s: float = 0.0,
         events: Optional[list[GuardEvent]] = None,
         warn: bool = True,
+        batch_down: Optional[Callable[[], Optional[tuple[int, int]]]] = None,
     ) -> None:
         if window_s <= 0:
             raise ValueError("guard window must be positive")
@@ -153,6 +178,8 @@ class PowerGuard:
         self._control = can_control_clocks(device)
         self._warn = warn
         self._snap = getattr(device, "last_snap", None)  # the lock the session just made
+        # read-only: switches to the next smaller batch size, (from, to) or None
+        self.batch_down = batch_down
 
     def retarget(self, limit_w: Optional[float], now_s: float) -> None:
         """A new limit from `now_s` (the cap changed, the clock was re-locked): the next
@@ -174,6 +201,8 @@ class PowerGuard:
         current = self._current_mhz()
         if self._control:
             return self._step_down(current, worst_w, train_time_s, samples)
+        if self.batch_down is not None:
+            return self._batch_down(current, worst_w, train_time_s, samples)
         return self._record(current, worst_w, train_time_s, samples, READ_ONLY)
 
     def finish(self, now_s: float, train_time_s: float, samples: int) -> list[str]:
@@ -233,7 +262,7 @@ class PowerGuard:
                 if current is None
                 else f"the lowest frequency {current:g} MHz"
             )
-            raise InfeasibleError(
+            raise CapExceededError(
                 f"power limit {self.limit_w:g} W exceeded at {at}: mean {mean_w:.2f} W over "
                 f"{self.window_s:g} s; training stopped. Raise the limit or train "
                 "with a smaller batch size"
@@ -250,6 +279,31 @@ class PowerGuard:
         self._say(
             f"power guard: mean {mean_w:.2f} W over {self.window_s:g} s above the "
             f"{self.limit_w:g} W limit; stepped down {current:g} -> {actual:g} MHz"
+        )
+        return event
+
+    def _batch_down(
+        self, current: Optional[float], mean_w: float, t_s: float, samples: int
+    ) -> GuardEvent:
+        """Read-only: no clock to step down, so a smaller batch size (module docstring)."""
+        assert self.batch_down is not None
+        switch = self.batch_down()
+        if switch is None:
+            raise CapExceededError(
+                f"power limit {self.limit_w:g} W exceeded at the smallest batch size left "
+                f"(mean {mean_w:.2f} W over {self.window_s:g} s) on a device whose clocks "
+                "are read-only here; training stopped. Raise the limit, or allow clock "
+                "control so the guard can lower the clock"
+            )
+        b_from, b_to = switch
+        limit = float(self.limit_w)  # type: ignore[arg-type]
+        event = GuardEvent(
+            t_s, samples, current, current, mean_w, limit, BATCH_DOWN, self.window_s, b_from, b_to
+        )
+        self.events.append(event)
+        self._say(
+            f"power guard: mean {mean_w:.2f} W over {self.window_s:g} s above the "
+            f"{limit:g} W limit; read-only clocks: batch size {b_from} -> {b_to}"
         )
         return event
 

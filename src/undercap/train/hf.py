@@ -53,6 +53,9 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
         scale_lr: bool = True,
         **kwargs: Any,
     ) -> None:
+        # the Trainer fixes its batch size before training: a read-only device over its
+        # cap cannot step it down here, so the excess is recorded and warned about
+        kwargs.setdefault("switch_batch", False)
         self.driver = CapDriver(device, selection, metric=metric, **kwargs)
         self.scale_lr = scale_lr
         self._epoch_samples = 0  # trained in this epoch (its last batch may be short)

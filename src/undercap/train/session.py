@@ -15,20 +15,39 @@ and the guard. Then, per optimizer step, `step(samples)`:
   power over each span of steps times its length;
 * lets the power guard (guard.py) check the sampler.
 Work that is not training (evaluation, checkpoints) happens inside `paused()`.
+
+Read-only (the device's clocks may not be changed: `--read-only`, NVML's default, no
+root) means: train at the clocks as found, never lock. A clock the session is asked
+to lock there (a selection made on a device with control) is not locked: one line
+says so, and the result records "read-only: clocks as found". The cap is then held
+with the batch size: the guard moves to the next smaller one of `batch_ladder`
+(halving where none is given) at the next step boundary, recorded as a segment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Optional
 
 from undercap import defaults
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device, controlled
-from undercap.errors import DevicePermissionError
-from undercap.train.guard import STEP_DOWN, GuardEvent, PowerGuard, can_control_clocks
+from undercap.train.follow import SegmentLog
+from undercap.train.guard import (
+    STEP_DOWN,
+    GuardEvent,
+    PowerGuard,
+    can_control_clocks,
+    next_smaller_batch_size,
+)
+
+#: what the result's `clocks` says: a lock held, the clocks left as they were because
+#: none was asked for, or left because they may not be changed here
+LOCKED, AS_FOUND, READ_ONLY_AS_FOUND = "locked", "as found", "read-only: clocks as found"
 
 
 class Accounts:
@@ -67,6 +86,9 @@ class Session:
     samples: the samples trained before (both from a resumed run).
     follower: a follow.CapFollower when the cap changes during training; it sets the
         configuration (the batch size the loop should use is `batch_size`).
+    batch_ladder: read-only clocks: the batch sizes the guard may step down to (the
+        selection's candidates); empty: halving. `switch_batch=False` where the loop
+        cannot change its batch size (then an excess is only recorded).
     """
 
     def __init__(
@@ -83,6 +105,8 @@ class Session:
         samples: int = 0,
         follower: Any = None,
         batch_size: Optional[int] = None,
+        batch_ladder: Sequence[int] = (),
+        switch_batch: bool = True,
     ) -> None:
         self.device, self.workload, self.cuda_sync = device, workload, cuda_sync
         self.power_limit_w, self.freq_requested = power_limit_w, freq_mhz
@@ -95,6 +119,15 @@ class Session:
         self.freq_start: Optional[float] = None
         self.samples = samples  # trained so far (a resumed run starts where it was)
         self.follower, self.batch_size = follower, batch_size
+        self.batch_ladder, self.switch_batch = tuple(sorted(set(batch_ladder))), switch_batch
+        # a fixed cap's segments (a follower keeps its own): kept where the batch changed
+        self.log = (
+            follower.log
+            if follower is not None
+            else SegmentLog(saved.get("segments") if saved else None)
+        )
+        self.clocks: Optional[str] = None  # LOCKED, AS_FOUND or READ_ONLY_AS_FOUND
+        self.notes: list[str] = []  # lines for the result's warnings
         self.last_step_s = 0.0  # device time of the latest step
         self._control = False
         self._seg_peak_w = self._seg_max_raw_w = 0.0
@@ -115,6 +148,7 @@ class Session:
             self.sampler = stack.enter_context(
                 PowerSampler(self.device, rate_hz=self.sample_rate_hz)
             )
+            switch = not control and self.switch_batch and self.batch_size is not None
             self.guard = PowerGuard(
                 self.device,
                 self.sampler,
@@ -122,6 +156,7 @@ class Session:
                 window_s=self.guard_window_s,
                 start_s=self.device.now_s(),
                 events=self._events,
+                batch_down=self._batch_down if switch else None,
             )
             # Energy of training only (module docstring): which of the three ways.
             self.use_counter = self.device.energy_j() is not None
@@ -130,6 +165,9 @@ class Session:
             if self.follower is not None:
                 self.follower.start(self)
                 self.freq_start = self.freq_requested
+            else:
+                self.log.open(self, self.power_limit_w, self.batch_size, self.freq_start)
+                self.log.continue_saved(self)
             self._stack = stack.pop_all()
         return self
 
@@ -139,20 +177,59 @@ class Session:
     def close(self) -> None:
         """Stop sampling and give the clocks back (idempotent)."""
         try:
-            if self.follower is not None and hasattr(self, "sampler"):
-                self.follower.finish(self)
+            if hasattr(self, "sampler"):
+                if self.follower is not None:
+                    self.follower.finish(self)
+                else:
+                    self.log.close(self)
         finally:
             self._stack.close()
 
     def _lock(self, freq_mhz: Optional[float], control: bool) -> Optional[float]:
-        if freq_mhz is None:
-            return current_freq_mhz(self.device)
-        if not control:
-            raise DevicePermissionError(
-                f"{self.device.name} is read-only here: cannot lock {freq_mhz:g} MHz; "
-                "drop --freq-mhz to train at the current clocks, or allow clock control"
-            )
+        """Lock `freq_mhz` where the clocks may be changed; else train at the clocks as
+        found (module docstring), saying so once."""
+        found = current_freq_mhz(self.device)
+        if freq_mhz is None or not control:
+            self.clocks = AS_FOUND if control else READ_ONLY_AS_FOUND
+            if freq_mhz is not None and not self.notes:
+                now = "" if found is None else f" ({found:g} MHz now)"
+                self._note(
+                    f"{self.device.name} is read-only here: {freq_mhz:g} MHz was chosen on a "
+                    f"device with clock control; training at the clocks as found{now}"
+                )
+            return found
+        self.clocks = LOCKED
         return float(self.device.set_freq_mhz(freq_mhz))
+
+    def _note(self, line: str) -> None:
+        self.notes.append(line)
+        print(f"note: {line}", file=sys.stderr, flush=True)
+
+    def _batch_down(self) -> Optional[tuple[int, int]]:
+        """The guard's read-only step (guard.py): the next smaller batch size from the
+        next step on, in a segment of its own; None when none is left."""
+        b = int(self.batch_size or 0)
+        smaller = next_smaller_batch_size(self.batch_ladder, b)
+        if smaller is None:
+            return None
+        if self.follower is not None and self.follower.config is not None:
+            config = dataclasses.replace(self.follower.config, batch_size=smaller)
+            self.follower.switched(self, config)
+        else:
+            self.log.close(self)
+            self.log.open(self, self.power_limit_w, smaller, self.freq_start)
+        self.batch_size = smaller
+        return b, smaller
+
+    def segment_state(self) -> Optional[dict[str, Any]]:
+        """A fixed cap's segments for a checkpoint (a follower saves its own)."""
+        return None if self.follower is not None else self.log.state(self)
+
+    def segments(self) -> tuple[dict[str, Any], ...]:
+        """The result's segments: the follower's, or a fixed cap's once the batch size
+        changed (a run that never switched has none)."""
+        segs = tuple(self.log.segments)
+        return segs if self.follower is not None or len(segs) > 1 else ()
 
     # --- spans of training work -----------------------------------------------------
     def _sync(self) -> None:

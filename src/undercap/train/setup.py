@@ -23,7 +23,7 @@ from undercap.data.base import Splits
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
 from undercap.models.recipe import Recipe, lr_scale
-from undercap.train.guard import READ_ONLY, PowerGuard
+from undercap.train.guard import BATCH_DOWN, READ_ONLY, PowerGuard
 from undercap.train.loop import LoopConfig, LoopResult, Trainer, scaled_lr
 
 
@@ -37,7 +37,42 @@ def _data_fingerprint(data: Splits) -> str:
 
 @dataclass(frozen=True)
 class TrainSpec:
-    """What to train and how: everything but the device, the data and checkpointing."""
+    """What to train and how: everything but the device, the data and checkpointing
+    (the keyword arguments `train_on_device` takes besides those).
+
+    Args:
+        model: Built-in model name or your factory (`path/to/file.py:build`).
+        batch_size: The batch size trained with.
+        target_accuracy: Test accuracy at which training stops.
+        freq_mhz: GPU clock to lock; None: leave the clocks as they are.
+        power_limit_w: The power guard's limit in W; None: no limit.
+        max_samples: Sample budget: training stops here if the target is not reached.
+        eval_every_samples: Evaluate every this many training samples.
+        eval_max_samples: Evaluate on at most this many test samples; None: all.
+        base_lr: Learning rate at `max_batch_size`; None: the model's.
+        max_batch_size: The b_max the learning rate is scaled from by sqrt(b / b_max)
+            (the estimate's largest batch); None: `batch_size`.
+        weight_decay: Weight decay; None: the model's.
+        pretrained: Weights file (`undercap pretrain`) to start from; None: the
+            model's seeded initial weights.
+        seed: Seed of the initial weights and the data order.
+        guard_window_s: Shortest power window the guard judges, in seconds (widened to
+            two updates of a slow sensor).
+        torch_device: Where the model trains on the host: `"auto"`, `"cpu"`, `"cuda"`.
+        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
+        metric: Import path of your metric `fn(outputs, labels)`, higher is better;
+            None: top-1 accuracy.
+        optimizer_factory: Import path of your optimizer factory
+            `factory(params=, model=, lr=)`; None: the model's Adam or AdamW.
+        lr_scheduler: Import path of your scheduler factory
+            `factory(optimizer=, steps_per_epoch=, max_steps=)`.
+        train_step: Import path of your training step
+            `fn(model=, x=, y=, optimizer=, loss_fn=)`.
+        deterministic: Deterministic torch, so that a resumed run equals the
+            uninterrupted one on CUDA too (slower on CUDA).
+        batch_ladder: Where the clocks are read-only: the batch sizes the guard may step
+            down to over the cap (the selection's candidates); empty: halving.
+    """
 
     model: str
     batch_size: int
@@ -60,6 +95,11 @@ class TrainSpec:
     optimizer_factory: Optional[str] = None
     lr_scheduler: Optional[str] = None
     train_step: Optional[str] = None
+    # deterministic torch (loop.deterministic_torch): resume exact on CUDA too, slower
+    deterministic: bool = False
+    # read-only clocks: the batch sizes the guard may step down to over the cap
+    # (the selection's candidates; empty: halving; session.py)
+    batch_ladder: tuple[int, ...] = ()
 
     @property
     def b_max(self) -> int:
@@ -108,6 +148,7 @@ class TrainSpec:
             loss=self.loss,
             metric=self.metric,
             recipe=self.recipe(),
+            deterministic=self.deterministic,
         )
 
     def recipe(self) -> Recipe:
@@ -191,6 +232,7 @@ class RunSetup:
         provenance: dict[str, Any],
         segments: tuple[dict[str, Any], ...] = (),
         schedule: Optional[str] = None,
+        clocks: Optional[str] = None,
     ) -> TrainResult:
         spec, limit = self.spec, self.spec.power_limit_w
         events = [e.to_dict() for e in guard.events]
@@ -234,8 +276,14 @@ class RunSetup:
             segments=tuple(segments),
             schedule=schedule,
             warnings=tuple(warnings),
-            config={**self.config, "init": self.init, "torch_device": self.torch_device},
+            config={
+                **self.config,
+                "init": self.init,
+                "torch_device": self.torch_device,
+                "deterministic": self.trainer.cfg.deterministic,
+            },
             provenance=provenance,
+            clocks=clocks,
         )
 
 
@@ -258,8 +306,11 @@ def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> di
 
     sha = None if spec.pretrained is None else file_sha256(spec.pretrained, what="weights file")
     recipe = (spec.optimizer_factory, spec.lr_scheduler, spec.train_step)
+    loop = dataclasses.asdict(cfg)
+    if not loop["deterministic"]:  # checkpoints from before the switch existed resume
+        del loop["deterministic"]
     return {
-        **dataclasses.asdict(cfg),
+        **loop,
         "model": spec.model,
         "dataset": data.name,
         "data_fingerprint": _data_fingerprint(data),
@@ -302,10 +353,11 @@ def limit_warnings(
     if acc["peak_w"] <= limit:
         return []
     if events:
+        what = "batch size" if any(e["action"] == BATCH_DOWN for e in events) else "clock"
         return [
             f"robust peak power {acc['peak_w']:.2f} W went above the {limit:g} W limit "
             f"for up to one {window_s:g} s guard window before the guard "
-            "stepped the clock down (see guard events)"
+            f"stepped the {what} down (see guard events)"
         ]
     return [
         f"robust peak power {acc['peak_w']:.2f} W went above the {limit:g} W limit "

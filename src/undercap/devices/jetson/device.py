@@ -212,6 +212,12 @@ class JetsonDevice(RestoresOnCrash, Device):
         if path is not None and read_optional(path) != value:
             self._write(path, value)
 
+    def check_control(self) -> None:
+        """Clock control asked for (not --read-only): the devfreq limits must be
+        writable, said before any work (base.Device.check_control)."""
+        if not self.read_only:
+            self._require_control()
+
     def _require_control(self) -> None:
         if self.read_only:
             raise DevicePermissionError(
