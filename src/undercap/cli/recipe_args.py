@@ -97,6 +97,14 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+DETERMINISTIC_HELP = (
+    "train on the device with deterministic torch (deterministic algorithms, no cuDNN "
+    "benchmarking, a fixed cuBLAS workspace): a resumed run then equals the uninterrupted "
+    "one on CUDA too, not only on the CPU; slower on CUDA, and a model with an op that has "
+    "no deterministic CUDA kernel stops with an error"
+)
+
+
 def add_training_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training")
     g.add_argument(
@@ -143,6 +151,7 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
         help="target accuracy on the proxy (default: the target's)",
     )
     g.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
+    g.add_argument("--deterministic", action="store_true", help=DETERMINISTIC_HELP)
     g.add_argument(
         "--jobs", type=positive_int, default=1, help="parallel estimate runs (default 1)"
     )

@@ -154,6 +154,10 @@ def _check_common(args: argparse.Namespace) -> None:
 def _setup(args: argparse.Namespace) -> Any:
     from undercap.recipes.common import TrainingSetup
 
+    if args.deterministic:  # cuBLAS reads it once: before the estimates use the GPU
+        from undercap.train.loop import set_cublas_workspace
+
+        set_cublas_workspace()
     return TrainingSetup(
         model=args.model,
         batch_sizes=tuple(sorted(set(args.batch_sizes))),
@@ -163,6 +167,7 @@ def _setup(args: argparse.Namespace) -> Any:
         lr=args.lr,
         pretrained=args.pretrained,
         torch_device=args.torch_device,
+        deterministic=args.deterministic,
         jobs=args.jobs,
         executor=args.executor,
         ray_address=args.ray_address,

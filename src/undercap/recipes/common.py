@@ -212,6 +212,7 @@ class TrainingSetup:
     optimizer_factory: Optional[str] = None
     lr_scheduler: Optional[str] = None
     train_step: Optional[str] = None
+    deterministic: bool = False  # device training with deterministic torch (train/loop.py)
 
     @property
     def recipe(self) -> dict[str, Optional[str]]:
@@ -233,6 +234,7 @@ class TrainingSetup:
             "max_batch_size": max(self.batch_sizes),
             "pretrained": self.pretrained,
             "torch_device": self.torch_device,
+            "deterministic": self.deterministic,
             "loss": self.loss,
             "metric": self.metric,
             **self.recipe,

@@ -6,15 +6,24 @@ from the largest batch by sqrt(b / b_max) (paper Section 4.2, following Krizhevs
 training samples, and stop at the target accuracy or the sample budget.
 
 The loop is resumable: `state_dict()` captures model, optimizer, data order, RNG and
-progress, so device training can checkpoint and a killed run continues exactly.
-Hooks let the caller charge each step to a device (virtual clock, power guard).
+progress, so device training can checkpoint and a killed run continues exactly: bit
+for bit on the CPU, and on CUDA with `LoopConfig.deterministic` (cuDNN and cuBLAS pick
+algorithms whose float sums can differ from run to run otherwise; see
+`deterministic_torch`). Hooks let the caller charge each step to a device (virtual
+clock, power guard).
+
+A test hook (`KILL_AFTER_SAMPLES_ENV`) kills the process at a chosen step, so kill
+and resume tests do not depend on how fast the machine is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -41,6 +50,68 @@ def resolve_torch_device(name: str) -> str:
     return name
 
 
+#: The test hook: a Trainer built while this environment variable holds N SIGKILLs its
+#: own process right after the step that takes it to N or more samples, once the hooks
+#: have done their work for that step (the device's checkpoint if one was due, and the
+#: evaluation if one followed, with its checkpoint). Kill-and-resume tests use it to
+#: kill at a chosen step on any machine (tests/test_train_cli.py, test_schedule.py);
+#: read once, when the Trainer is built. Not for production use.
+KILL_AFTER_SAMPLES_ENV = "UNDERCAP_TEST_KILL_AFTER_SAMPLES"
+
+#: cuBLAS's deterministic workspace setting (CUDA >= 10.2: "a fixed workspace
+#: configuration is needed for reproducible results", cuBLAS docs "Results
+#: reproducibility"; torch.use_deterministic_algorithms raises on cuBLAS calls
+#: without it). Read by cuBLAS when torch first creates its handle: set before then.
+CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+
+
+def set_cublas_workspace() -> None:
+    """Set CUBLAS_WORKSPACE_CONFIG for deterministic cuBLAS unless the user set it.
+    Call before the first CUDA computation of the process (PyTorch reads it once)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
+
+
+@contextlib.contextmanager
+def deterministic_torch(enabled: bool) -> Iterator[None]:
+    """Deterministic torch for the block, as PyTorch's reproducibility notes say:
+    `torch.use_deterministic_algorithms(True)` (an op with no deterministic kernel
+    raises rather than warns), cuDNN's deterministic algorithms without benchmarking,
+    and cuBLAS's fixed workspace. The flags are process-wide: they are put back as
+    they were on exit (the environment variable stays: cuBLAS read it already)."""
+    if not enabled:
+        yield
+        return
+    set_cublas_workspace()
+    cudnn = torch.backends.cudnn
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        cudnn.benchmark,
+        cudnn.deterministic,
+    )
+    torch.use_deterministic_algorithms(True, warn_only=False)
+    cudnn.benchmark, cudnn.deterministic = False, True
+    try:
+        yield
+    except RuntimeError as e:
+        if "does not have a deterministic implementation" not in str(e):
+            raise
+        raise UndercapError(
+            f"--deterministic: {str(e).splitlines()[0]} (torch {torch.__version__}); drop "
+            "--deterministic to train with it (a resumed run then matches an uninterrupted "
+            "one within the run-to-run spread, not bit for bit)"
+        ) from e
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        cudnn.benchmark, cudnn.deterministic = before[2], before[3]
+
+
+def _kill_after_samples() -> Optional[int]:
+    """The test hook's N (KILL_AFTER_SAMPLES_ENV), None when unset."""
+    value = os.environ.get(KILL_AFTER_SAMPLES_ENV, "").strip()
+    return int(value) if value else None
+
+
 def scaled_lr(base_lr: float, batch_size: int, max_batch_size: int) -> float:
     """Square-root learning-rate scaling from the largest batch (paper Sec. 4.2)."""
     return base_lr * lr_scale(batch_size, max_batch_size)
@@ -62,6 +133,9 @@ class LoopConfig:
     loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
     metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
     recipe: Recipe = Recipe()  # the user's optimizer, LR schedule, step (models/recipe.py)
+    # Deterministic torch while training (deterministic_torch): a resumed run then
+    # equals the uninterrupted one on CUDA too, at the cost of slower kernels
+    deterministic: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +222,9 @@ class Trainer:
     stop: bool = False
 
     def __post_init__(self) -> None:
+        if self.cfg.deterministic:
+            set_cublas_workspace()  # before this trainer's first CUDA computation
+        self._kill_after = _kill_after_samples()  # the test hook, read once
         self.model.to(self.torch_device)
         self.objective = make_objective(self.cfg.loss, self.cfg.metric)
         if self.cfg.loss is None:  # the default loss needs logits that fit the labels
@@ -267,12 +344,21 @@ class Trainer:
         """Train until the target or the budget. Evaluates at every multiple of
         `eval_every_samples` crossed, so N(b) is resolved to that interval."""
         every = self.cfg.eval_every_samples
-        while not self.done:
-            before = self.samples // every
-            self.step()
-            if self.samples // every > before or self.samples >= self.cfg.max_samples:
-                self.evaluate()
+        with deterministic_torch(self.cfg.deterministic):
+            while not self.done:
+                before = self.samples // every
+                self.step()
+                if self.samples // every > before or self.samples >= self.cfg.max_samples:
+                    self.evaluate()
+                self._test_kill()
         return self.result()
+
+    def _test_kill(self) -> None:
+        """The test hook (KILL_AFTER_SAMPLES_ENV): die here, after the step's on_step
+        and its evaluation's on_eval, so every checkpoint due at this step is on disk
+        and the work since the last one is lost, as when a device loses power."""
+        if self._kill_after is not None and self.samples >= self._kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def result(self) -> LoopResult:
         return LoopResult(
