@@ -151,3 +151,12 @@ def test_capped_on_a_read_only_gpu_uses_the_clocks_as_found(gpu, tmp_path):
     assert result.clocks == "read-only: clocks as found" and result.reached
     assert any("1500 MHz was chosen" in w for w in result.warnings)
     assert locks(gpu) == []
+
+
+def test_compare_on_nvml_default_mode_finishes_without_a_lock(gpu, cache, tmp_path, capsys):
+    """Every configuration of `compare` (ours, both baselines, the oracle) trains at the
+    clocks as found; no line claims a clock was chosen with control."""
+    args = quick(cache, "--seeds", "1", "--power-limits", "300", "-o", str(tmp_path / "c"))
+    assert main(["compare", "--device", "nvml:0", *args]) == 0, capsys.readouterr().err
+    assert "chosen on a device with clock control" not in capsys.readouterr().err
+    assert locks(gpu) == []

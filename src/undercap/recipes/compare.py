@@ -61,6 +61,36 @@ TrainFn = Callable[[int, float, int, Optional[float]], RunRecord]
 
 @dataclass(frozen=True)
 class CompareConfig:
+    """What `undercap compare` runs: the paper's baselines, undercap's choice and the
+    oracle, trained on the target for every power limit and seed.
+
+    Args:
+        device: Device name, as `--device`: `sim:jetson-nano`, `jetson`, `nvml:0`, ...
+        model: Built-in model name or your factory (`path/to/file.py:build`).
+        proxy: Dataset r(b) is estimated on (undercap's choice and Baseline 2).
+        target: Dataset trained on; r(b) on it gives the oracle.
+        power_limits_w: The caps in W; None in the tuple: no cap.
+        setup: What every training run shares: batch sizes, budget, learning rate.
+        seeds: Seeds of the device training runs, one run per method, cap and seed.
+        target_accuracy: Test accuracy on the target at which training stops, or ...
+        target_fraction: ... this fraction of the largest batch's best accuracy.
+        proxy_accuracy: Target accuracy of the proxy estimate; None: `target_accuracy`.
+        estimate_seeds: Seeds of the r(b) estimates; None: `seeds`.
+        pretrain_source: Dataset to pre-train on first; every run starts from its weights.
+        pretrain_samples: Pre-training budget in samples; None: 5 epochs.
+        profile: Path of a profile of the model to reuse instead of profiling.
+        safe_profiles: Real devices: profiles of the other supported models, for the
+            baselines' safe frequency (the highest at which no model exceeds the cap).
+        cache_dir: Cache of profiles and estimates, shared between runs; None:
+            `OUT_DIR/cache`.
+        device_options: Keyword arguments of `open_device` (`read_only`, `sysfs_root`,
+            `allow_clock_control`).
+        power_margin_w: Safety margin added to every profiled peak; None: each
+            configuration's measured margin, 0: none (the paper's test).
+        proxies: Several proxies (replace `proxy`): undercap's choice uses the ensemble
+            rule, Algorithm 1 on their median r(b).
+    """
+
     device: str
     model: str
     proxy: DataSpec
@@ -68,18 +98,18 @@ class CompareConfig:
     power_limits_w: tuple[Optional[float], ...]
     setup: TrainingSetup
     seeds: tuple[int, ...] = (0, 1, 2)
-    target_accuracy: Optional[float] = None  # absolute target on the target dataset, or ...
-    target_fraction: Optional[float] = None  # ... a fraction of the best b_max accuracy
-    proxy_accuracy: Optional[float] = None  # absolute proxy target (default: target_accuracy)
-    estimate_seeds: Optional[tuple[int, ...]] = None  # seeds of the r(b) estimates (default: seeds)
-    pretrain_source: Optional[DataSpec] = None  # pre-train on this first, or None
+    target_accuracy: Optional[float] = None
+    target_fraction: Optional[float] = None
+    proxy_accuracy: Optional[float] = None
+    estimate_seeds: Optional[tuple[int, ...]] = None
+    pretrain_source: Optional[DataSpec] = None
     pretrain_samples: Optional[int] = None
-    profile: Optional[str] = None  # a measured profile to reuse instead of profiling
-    safe_profiles: tuple[str, ...] = ()  # real devices: measured profiles of other models
-    cache_dir: Optional[str] = None  # shared cache (profiles, estimates); default out/cache
-    device_options: dict[str, Any] = field(default_factory=dict)  # open_device kwargs
-    power_margin_w: Optional[float] = None  # safety margin for every row; None: measured
-    proxies: tuple[DataSpec, ...] = ()  # several proxies (replace `proxy`): ours = ensemble rule
+    profile: Optional[str] = None
+    safe_profiles: tuple[str, ...] = ()
+    cache_dir: Optional[str] = None
+    device_options: dict[str, Any] = field(default_factory=dict)
+    power_margin_w: Optional[float] = None
+    proxies: tuple[DataSpec, ...] = ()
 
     def validate(self) -> None:
         if not self.power_limits_w:
@@ -215,6 +245,7 @@ def run_comparison(
     choices = choose_all(profile, *rel, cfg.power_limits_w, safe, cfg.power_margin_w)
     if train_fn is None:
         train_fn = device_train_fn(cfg, setup, eff_target.target_accuracy, cache, progress, log)
+        train_fn.clock = profile.clock  # read-only: the profile's clock is never locked
     runs = train_all(choices, cfg.seeds, train_fn, log=log)
     comparison = Comparison(
         device=cfg.device,

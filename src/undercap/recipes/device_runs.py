@@ -62,6 +62,8 @@ class DeviceTrainer:
     device_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     progress: bool = True
     log: Log = stderr_log
+    # "observed" (a read-only profile): train at the clocks as found, lock nothing
+    clock: str = "chosen"
     trained: int = 0
     reused: int = 0
     _splits: Any = None
@@ -133,7 +135,7 @@ class DeviceTrainer:
                 self.splits(),
                 batch_size=b,
                 target_accuracy=self.target_accuracy,
-                freq_mhz=f,
+                freq_mhz=f if self.clock == "chosen" else None,
                 power_limit_w=limit,
                 seed=seed,
                 progress=self.progress,
