@@ -160,3 +160,20 @@ def test_compare_on_nvml_default_mode_finishes_without_a_lock(gpu, cache, tmp_pa
     assert main(["compare", "--device", "nvml:0", *args]) == 0, capsys.readouterr().err
     assert "chosen on a device with clock control" not in capsys.readouterr().err
     assert locks(gpu) == []
+
+
+def test_train_over_the_cap_with_nothing_left_exits_4_with_a_checkpoint(tmp_path, capsys):
+    """A read-only device over its cap at the smallest batch size: exit 4, one line that
+    names the checkpoint, and the checkpoint is there."""
+    from undercap.errors import EXIT_CAP_EXCEEDED
+
+    ckpt = tmp_path / "ckpt"
+    args = ["train", "--device", "sim:jetson-nano", "--read-only", "--model", "small-cnn",
+            "--dataset", "digits", "--limit", "600", "--batch-size", "4", "--power-limit",
+            "3.0", "--target-accuracy", "0.99", "--guard-window-s", "0.2", "--torch-device",
+            "cpu", "--no-progress", "--checkpoint-dir", str(ckpt)]  # fmt: skip
+    assert main(args) == EXIT_CAP_EXCEEDED == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "batch size 4 -> 2" in "\n".join(err) and err[-1].startswith("error: power limit 3 W")
+    assert f"in {ckpt}" in err[-1] and "--resume" in err[-1]
+    assert (ckpt / "checkpoint.pt").is_file()
