@@ -18,6 +18,7 @@ artifacts plus one figure function (matplotlib imported inside it).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -182,18 +183,26 @@ def grid(cells: Sequence[Cell], names: Sequence[str]) -> list[list[Optional[floa
     return [[at.get((p, t)) for t in names] for p in names]
 
 
+def colour_scale_max(panels: Sequence[tuple[str, Sequence[Cell]]]) -> float:
+    """The top of the colour bar: the largest gap in any panel, rounded up to a
+    multiple of 5 (at least 5), so that no cell is darker than the bar can show."""
+    gaps = [c.gap_pct for _, cells in panels for c in cells if math.isfinite(c.gap_pct)]
+    return max(5.0, 5.0 * math.ceil(max(gaps, default=0.0) / 5.0))
+
+
 def plot_matrix(
     panels: Sequence[tuple[str, Sequence[Cell]]],
     names: Sequence[str],
     path: Union[str, Path],
     *,
     title: str,
-    vmax_pct: float = 20.0,
+    vmax_pct: Optional[float] = None,
     cols: int = 4,
 ) -> Path:
     """Heatmaps like the paper's Figs. 5 and 6: one panel per (title, cells), rows
     the proxy, columns the target, colour and number the % increase over the
-    fastest configuration; `cols` panels per row (e.g. the limits of one device)."""
+    fastest configuration; `cols` panels per row (e.g. the limits of one device).
+    The colour bar runs from 0 to `vmax_pct` (None: from the data, colour_scale_max)."""
     from undercap.errors import require
 
     require("matplotlib", "plot", "plotting")
@@ -201,6 +210,7 @@ def plot_matrix(
 
     from undercap.report.figures import save_figure
 
+    vmax_pct = colour_scale_max(panels) if vmax_pct is None else vmax_pct
     cols = max(1, min(len(panels), cols))
     rows = (len(panels) + cols - 1) // cols
     n = len(names)
