@@ -1,14 +1,18 @@
-"""MkDocs hooks (mkdocs.yml `hooks:`): the generated command-line reference, and the
-benchmark figures served from where the benchmarks write them (no copies to drift)."""
+"""MkDocs hooks (mkdocs.yml `hooks:`): the generated command-line reference, the
+benchmark figures served from where the benchmarks write them (no copies to drift), and
+notes meant only for a page read unbuilt (on GitHub, in an editor) left out of the site."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_MARKER = "<!-- undercap:cli-reference -->"
+# Text between these two lines is for readers of the unbuilt .md file only.
+UNBUILT = re.compile(r"^<!-- unbuilt -->\n.*?^<!-- /unbuilt -->\n", re.S | re.M)
 
 
 def on_files(files, config):
@@ -20,6 +24,7 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown, page, config, files):
+    markdown = UNBUILT.sub("", markdown)
     if CLI_MARKER in markdown:
         from undercap.cli.reference import cli_reference_markdown
 

@@ -18,9 +18,21 @@ def subcommands(parser: Optional[argparse.ArgumentParser] = None) -> dict[str, t
     return {name: (helps.get(name, ""), p) for name, p in action.choices.items()}
 
 
+def _escape(text: str, pipes: bool = False) -> str:
+    """Outside code spans: `<` and `>` as entities, so a placeholder such as
+    `nvml:<index>` reads as written instead of vanishing as an unknown HTML tag, and
+    with `pipes`, `|` escaped for a table cell (inside a code span a table keeps a
+    pipe as it is, and would show a backslash)."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):  # even parts are outside `code`
+        part = parts[i].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        parts[i] = part.replace("|", "\\|") if pipes else part
+    return "`".join(parts)
+
+
 def _cell(text: str) -> str:
-    """One Markdown table cell: pipes escaped, whitespace folded."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """One Markdown table cell: whitespace folded, placeholders and pipes kept."""
+    return _escape(" ".join(str(text).split()), pipes=True)
 
 
 def _flags(action: argparse.Action) -> str:
@@ -64,7 +76,7 @@ def command_markdown(name: str, summary: str, parser: argparse.ArgumentParser) -
     text = _cell(summary)
     lines = [f"## undercap {name}", "", text[:1].upper() + text[1:] + ".", ""]
     if parser.description and parser.description.strip() != summary.strip():
-        lines += [" ".join(parser.description.split()), ""]
+        lines += [_escape(" ".join(parser.description.split())), ""]
     # A fixed width, so the page does not depend on the terminal that builds it.
     parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=88)
     usage = parser.format_usage().replace("usage: ", "", 1).strip()

@@ -11,16 +11,33 @@ from undercap.data.base import Splits
 
 @dataclass(frozen=True)
 class DataSpec:
-    """A `load_dataset` spec plus its options; hashable and JSON-able (cache keys)."""
+    """A dataset and how to load it; hashable and JSON-able (cache keys).
+
+    Args:
+        dataset: What `--dataset` takes: `digits`, `npz:FILE`, `cifar10`, `cifar100`,
+            `svhn`, `mnist`, `fashion-mnist`, `folder:DIR`, `text:FILE[+FILE...]`, or
+            your own `py:path/to/file.py:factory` returning `(train, test)` datasets.
+        data_dir: Folder that relative dataset files are under.
+        input_shape: Map images to this shape, e.g. `(3, 32, 32)`; None: the data's own.
+        context: Characters per sequence (text datasets).
+        limit: Use a class-balanced subset of at most this many training samples.
+        seed: Seed of the train/test split and subset, fixed so that every run sees
+            the same test set.
+        split: `"paper"` (seeded 80/20, text 90/10) or `"official"` (the format's own);
+            None: official where the format has one.
+        task: Your own model's task where it cannot be inferred (`"classification"`,
+            `"next-token"`, `"sequence-classification"`, `"token-classification"`,
+            `"masked-lm"`, `"seq2seq"`); None: what the data and model say.
+    """
 
     dataset: str
     data_dir: Optional[str] = None
-    input_shape: Optional[tuple[int, ...]] = None  # None: the dataset's own shape
-    context: int = 64  # characters per sequence (text datasets)
-    limit: Optional[int] = None  # use at most this many samples (quick runs, tests)
-    seed: int = 0  # the train/test split; fixed so every run sees the same test set
-    split: Optional[str] = None  # "paper" (80/20, text 90/10), "official", None: official if any
-    task: Optional[str] = None  # models/tasks.py; None: what the data and model say
+    input_shape: Optional[tuple[int, ...]] = None
+    context: int = 64
+    limit: Optional[int] = None
+    seed: int = 0
+    split: Optional[str] = None
+    task: Optional[str] = None
 
     @property
     def label(self) -> str:

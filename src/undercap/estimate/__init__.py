@@ -223,8 +223,9 @@ def estimate(
     each with `threads` torch threads (default: the cores split between the
     workers). `threads` also applies to jobs=1 runs in this process (default:
     torch's own setting). executor="ray" runs each (b, seed) as a Ray task instead
-    (estimate.ray_executor): on the cluster at `ray_address`, or a local Ray when
-    None, `threads` (default 1) CPUs and torch threads per run; `jobs` is unused."""
+    (`pip install 'undercap[ray]'`): on the cluster at `ray_address`, or a local Ray
+    when None, `threads` (default 1) CPUs and torch threads per run; `jobs` is
+    unused."""
     cfg.validate()
     if jobs < 1:
         raise UndercapError("--jobs must be at least 1")

@@ -17,24 +17,58 @@ from undercap.models.user import code_digest
 
 @dataclass(frozen=True)
 class EstimateConfig:
+    """What `undercap estimate` measures: N(b), the samples each batch size needs to
+    reach the target accuracy on a proxy dataset, for every batch size and seed, with
+    the learning rate scaled by sqrt(b / b_max) from the largest batch.
+
+    Args:
+        model: Built-in model name or your factory (`path/to/file.py:build`).
+        data: The proxy dataset.
+        batch_sizes: Batch sizes to estimate; the largest is b_max, the reference.
+        seeds: Seeds; each (b, seed) is one training run.
+        target_accuracy: Absolute target test accuracy, or ...
+        target_fraction: ... this fraction of the best accuracy b_max reaches within
+            the budget (give exactly one of the two).
+        max_samples: Sample budget of every run.
+        eval_every_samples: Evaluate every this many training samples; N(b) is
+            resolved to this.
+        eval_max_samples: Evaluate on at most this many test samples; None: all.
+        lr: Learning rate at b_max; None: the model's.
+        weight_decay: Weight decay; None: the model's (0 for Adam, 0.01 for AdamW).
+        pretrained: Weights file (`undercap pretrain`) every run starts from; None: a
+            seeded random init, the same for every run.
+        init_seed: Seed of that random init.
+        fresh_head: Re-initialise the classifier head after loading `pretrained`.
+        plateau_patience: With `target_fraction`: end b_max's reference runs after this
+            many evaluations without a new best; None: run the whole budget.
+        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
+        metric: Import path of your metric `fn(outputs, labels)`, higher is better;
+            None: top-1 accuracy.
+        optimizer_factory: Import path of your optimizer factory
+            `factory(params=, model=, lr=)`; None: the model's Adam or AdamW.
+        lr_scheduler: Import path of your scheduler factory
+            `factory(optimizer=, steps_per_epoch=, max_steps=)`.
+        train_step: Import path of your training step
+            `fn(model=, x=, y=, optimizer=, loss_fn=)`.
+    """
+
     model: str
     data: DataSpec
     batch_sizes: tuple[int, ...]
     seeds: tuple[int, ...] = tuple(range(defaults.ESTIMATE_SEEDS))
-    target_accuracy: Optional[float] = None  # absolute target, or ...
-    target_fraction: Optional[float] = None  # ... a fraction of b_max's best accuracy
-    max_samples: int = defaults.ESTIMATE_MAX_SAMPLES  # budget per run
+    target_accuracy: Optional[float] = None
+    target_fraction: Optional[float] = None
+    max_samples: int = defaults.ESTIMATE_MAX_SAMPLES
     eval_every_samples: int = defaults.ESTIMATE_EVAL_EVERY_SAMPLES
-    eval_max_samples: Optional[int] = None  # evaluate on at most this many test samples
-    lr: Optional[float] = None  # base LR at the largest batch; None: the model's
-    weight_decay: Optional[float] = None  # None: 0 for Adam, 0.01 for AdamW
-    pretrained: Optional[str] = None  # weights file from `undercap pretrain`
-    init_seed: int = 0  # the random init used by every run when there are no weights
-    fresh_head: bool = False  # re-initialise the classifier head after loading the weights
-    plateau_patience: Optional[int] = None  # reference runs stop after this many evals w/o gain
-    loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
-    metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
-    # the user's own recipe by import path (models/recipe.py); None: the model's
+    eval_max_samples: Optional[int] = None
+    lr: Optional[float] = None
+    weight_decay: Optional[float] = None
+    pretrained: Optional[str] = None
+    init_seed: int = 0
+    fresh_head: bool = False
+    plateau_patience: Optional[int] = None
+    loss: Optional[str] = None
+    metric: Optional[str] = None
     optimizer_factory: Optional[str] = None
     lr_scheduler: Optional[str] = None
     train_step: Optional[str] = None

@@ -82,7 +82,9 @@ def run_profile(
     cannot win, and `margin_w` replaces the measured margins in its feasibility test.
     Rows of `prior` (same device and model) are reused, not measured again, and its
     cost is added. Read-only devices are measured at their current clock only.
-    `task` (models/tasks.py) names a user's model's task where it cannot be inferred."""
+    `task` names your own model's task where it cannot be inferred: "classification",
+    "next-token", "sequence-classification", "token-classification", "masked-lm" or
+    "seq2seq"."""
     from undercap.train.loop import resolve_torch_device
 
     settings = settings or ProfileSettings()

@@ -193,7 +193,33 @@ def check_feasible(
 # --- pre-training and efficiency ------------------------------------------------------------
 @dataclass(frozen=True)
 class TrainingSetup:
-    """What every fine-tuning run (estimates and device training) shares."""
+    """What every fine-tuning run shares, the r(b) estimates and the training on the
+    device alike (`RunConfig.setup`, `CompareConfig.setup`).
+
+    Args:
+        model: Built-in model name or your factory (`path/to/file.py:build`).
+        batch_sizes: Candidate batch sizes; the largest is b_max.
+        max_samples: Sample budget of every training run.
+        eval_every_samples: Evaluate every this many training samples.
+        eval_max_samples: Evaluate on at most this many test samples; None: all.
+        lr: Learning rate at b_max, sqrt-scaled for smaller batches; None: the model's.
+        pretrained: Weights file (`undercap pretrain`) every run starts from.
+        torch_device: Where the model trains on the host: `"auto"`, `"cpu"`, `"cuda"`.
+        jobs: Parallel estimate runs (worker processes) with the local executor.
+        executor: Where estimate runs go: `"local"` (worker processes) or `"ray"`.
+        ray_address: With `"ray"`: the cluster to join; None: a local Ray.
+        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
+        metric: Import path of your metric `fn(outputs, labels)`, higher is better;
+            None: top-1 accuracy.
+        optimizer_factory: Import path of your optimizer factory
+            `factory(params=, model=, lr=)`; None: the model's Adam or AdamW.
+        lr_scheduler: Import path of your scheduler factory
+            `factory(optimizer=, steps_per_epoch=, max_steps=)`.
+        train_step: Import path of your training step
+            `fn(model=, x=, y=, optimizer=, loss_fn=)`.
+        deterministic: Train on the device with deterministic torch, so that a resumed
+            run equals the uninterrupted one on CUDA too (slower on CUDA).
+    """
 
     model: str
     batch_sizes: tuple[int, ...]

@@ -42,7 +42,8 @@ def safe_freq_mhz(
     for one (model, b) when no row at or below f exceeds the limit and some row at or
     above f is within it. For a full sweep this is "every row at f is within the
     limit"; it also handles the efficient sweep (Sec. 4.1), which skips rows. Within
-    the limit: peak plus margin (core.margin_of), like every selection.
+    the limit: peak plus safety margin (`margin_w`, else each row's measured margin),
+    like every selection.
     """
     profs = [profiles] if isinstance(profiles, Profile) else list(profiles)
     if not profs:

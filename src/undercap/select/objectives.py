@@ -99,9 +99,12 @@ def choose(
     method: str = OURS,
     margin_w: Optional[float] = None,
 ) -> Choice:
-    """The feasible configuration that is best for `objective` (module docstring);
-    with `energy_budget_j`, the fastest whose energy to the target fits it. Feasible:
-    peak plus margin within the limit (core.margin_of)."""
+    """The feasible configuration that is best for `objective`: `"time"` minimises
+    t(b, f) * r(b) (Algorithm 1), `"energy"` the mean board power times that, `"edp"`
+    energy x time. With `energy_budget_j` (a battery; needs `samples_bmax`, N(b_max)),
+    the fastest configuration whose energy to the target fits the budget. Feasible:
+    profiled peak plus safety margin within the limit, the margin being `margin_w`,
+    else each row's measured margin."""
     limit = _check_limit(power_limit_w)
     margin_w = _check_margin(margin_w)
     if objective not in OBJECTIVES:

@@ -317,22 +317,21 @@ def capped(
     race_budget: float = defaults.RACE_FRACTION,
     switch_batch: bool = True,
 ) -> Capped:
-    """A context manager for a training loop of your own under a power cap (module
-    docstring). `task` (a models/tasks.py name; None: inferred from the model) says
-    which inputs it takes when its workload is counted for a simulated device. With a profile
-    and r(b), `objective` ("time", "energy", "edp") and `energy_budget_j` (with
-    `samples_bmax`, N(b_max)) say what to minimise (select/objectives.py); a
-    `power_schedule` (a schedule.PowerSchedule, LiveSource or CSV path) changes the
-    cap during training and re-selects at every change: re-read `batch_size` and
-    `lr()` after each step. `eval_log` (a .csv or .jsonl path) and `tensorboard_dir`
-    log every report() (train/evallog.py). With a `batch_size` given, `max_batch_size` is
-    the estimate's largest batch, which `lr()` scales from. `proxies` instead of `relative`: several
-    proxies' r(b) (select/ensemble.py; {name: r(b)}, efficiencies or their paths).
-    `race=True` (with `samples_bmax`): cap.race() first (train/race_capped.py).
-    On a device whose clocks are read-only here, the clocks are used as found and the
-    guard holds the cap by stepping `batch_size` down (re-read it after each step);
-    `switch_batch=False` where the loop cannot change its batch size (an excess is then
-    recorded and warned about)."""
+    """A context manager for a training loop of your own under a power cap. The
+    configuration comes from `selection` (a Selection or its JSON path), or from
+    `power_limit_w` with a `profile` and r(b) (`relative`, or `proxies`: several proxies'
+    r(b), pooled by their median), or is `batch_size` and `freq_mhz` as given.
+    `objective` ("time", "energy" or "edp") and `energy_budget_j` (with `samples_bmax`,
+    N(b_max)) say what to minimise. A simulated device needs `model` and `input_shape`
+    (or a `workload`); `task` names your model's task where it cannot be inferred.
+    `power_schedule` (a schedule, a live source or a CSV path) changes the cap during
+    training and re-selects at every change: re-read `batch_size` and `lr()` after each
+    step. `eval_log` (.csv or .jsonl) and `tensorboard_dir` log every `report()`.
+    `max_batch_size` is the estimate's largest batch, which `lr()` scales from.
+    `race=True` (with `samples_bmax`) races the proxies' candidates first (`cap.race()`).
+    Where the clocks are read-only, they are used as found and the guard holds the cap
+    by stepping `batch_size` down; `switch_batch=False` where the loop cannot change its
+    batch size (an excess is then recorded and warned about)."""
     if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
         relative = median_relative(proxies, relative)
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
