@@ -15,7 +15,7 @@ DOCS_STAMP := $(VENV)/.installed-docs-stamp
 TEST_EXTRAS ?= all,dev,hf,lightning,tensorboard,fleet,ray
 DEMO_OUT ?= demo-out
 
-.PHONY: demo docs test test-slow test-jetpack5 test-jetpack6 lint format bench clean
+.PHONY: demo docs test test-slow test-jetpack5 test-jetpack6 lint format bench clean device-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -71,6 +71,14 @@ docs: $(DOCS_STAMP)
 
 demo: $(STAMP)
 	bash scripts/demo.sh $(DEMO_OUT)
+
+# The device check (docs/guides/device-check.md): one CUDA GPU, read-only, about 5 min,
+# one results folder. No venv or install step: the GPU machine brings its own torch and the
+# check never needs the network. DRY_RUN=1: the CPU rehearsal on a simulated Jetson Nano.
+DEVICE_CHECK_OUT ?= device-check-out
+DEVICE_CHECK_ARGS ?=
+device-check:
+	bash scripts/device-check.sh --out "$(DEVICE_CHECK_OUT)" $(if $(filter 1,$(DRY_RUN)),--dry-run) $(DEVICE_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-jp5 .venv-jp6 build site $(DEMO_OUT) .pytest_cache .ruff_cache
