@@ -87,9 +87,8 @@ def build_selection(
     )
     extra.update(_margin_extra(choice, _margin_note(profile, margin_w), profile, eff))
     own = ("power_limit_w", "mean_power_w", "objective", "power_margin_w")
-    fields = {k: v for k, v in choice.to_dict().items() if k not in own}
     return Selection(
-        **fields,
+        **{k: v for k, v in choice.to_dict().items() if k not in own},
         power_limit_w=power_limit_w,
         model=profile.model,
         device=profile.device.get("name", "unknown device"),

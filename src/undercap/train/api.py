@@ -340,17 +340,10 @@ def capped(
     )
     follower = follower_for(power_schedule, profile, relative, obj)
     workload = _fitting(device, workload, model, input_shape, task, choice.batch_size)
-    cap = Capped(
-        device,
-        choice,
-        target_accuracy=target_accuracy,
-        workload=workload,
-        guard_window_s=guard_window_s,
-        sample_rate_hz=sample_rate_hz,
-        follower=follower,
-        eval_log=EvalLog.open(eval_log, tensorboard_dir),
-        switch_batch=switch_batch,
-    )
+    log = EvalLog.open(eval_log, tensorboard_dir)
+    window = {"guard_window_s": guard_window_s, "sample_rate_hz": sample_rate_hz}
+    cap = Capped(device, choice, target_accuracy=target_accuracy, workload=workload,
+                 follower=follower, eval_log=log, switch_batch=switch_batch, **window)  # fmt: skip
     if race:
         cap._race = capped_race(cap, profile, proxies, follower, samples_bmax, race_budget)
     return cap

@@ -126,6 +126,29 @@ def _eval_pending(trainer: Trainer, batch: int) -> bool:
     return s // every > (s - batch) // every or s >= trainer.cfg.max_samples
 
 
+def _loop(trainer: Trainer, hooks: _Hooks, ckpt_dir: Any) -> Any:
+    """The loop to its end, checkpointed at the end; a run stopped over its cap is
+    checkpointed first (guard.py), so the same command with --resume goes on."""
+    session = hooks.session
+    try:
+        result = trainer.run()
+        session.pause()
+        if ckpt_dir is not None:
+            hooks.save(trainer)
+        return result
+    except CapExceededError as e:
+        if ckpt_dir is None:
+            raise
+        with session.paused():
+            hooks.save(trainer)
+        raise CapExceededError(
+            f"{e}. Checkpointed at {trainer.samples} samples in {ckpt_dir}: "
+            "the same command with --resume goes on from there"
+        ) from e
+    finally:
+        hooks.close()
+
+
 def train_on_device(
     device: Device,
     model_name: str,
@@ -214,22 +237,7 @@ def _run(
         hooks = _Hooks(session, ckpt, bar, spec)
         hooks.follow(trainer)  # a changing cap chose the first configuration
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
-        try:
-            loop_result = trainer.run()
-            session.pause()
-            if checkpoint["dir"] is not None:
-                hooks.save(trainer)
-        except CapExceededError as e:  # stopped over the cap: keep what it trained
-            if checkpoint["dir"] is None:
-                raise
-            with session.paused():
-                hooks.save(trainer)
-            raise CapExceededError(
-                f"{e}. Checkpointed at {trainer.samples} samples in {checkpoint['dir']}: "
-                "the same command with --resume goes on from there"
-            ) from e
-        finally:
-            hooks.close()
+        loop_result = _loop(trainer, hooks, checkpoint["dir"])
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
     acc = session.snapshot()
     return setup.result(

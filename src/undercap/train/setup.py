@@ -218,6 +218,15 @@ class RunSetup:
             warnings=warnings,
         )
 
+    def result_config(self) -> dict[str, Any]:
+        """The result's `config`: the run's identity, its weights and torch device."""
+        return {
+            **self.config,
+            "init": self.init,
+            "torch_device": self.torch_device,
+            "deterministic": self.trainer.cfg.deterministic,
+        }
+
     def result(
         self,
         loop: LoopResult,
@@ -242,21 +251,15 @@ class RunSetup:
         t = acc["train_time_s"]
         elapsed = t + acc.get("pause_time_s", 0.0)  # waiting for power counts to the target
         return TrainResult(
-            reached=loop.reached,
+            **_loop_fields(loop),
             time_to_accuracy_s=elapsed if loop.reached else None,
             train_time_s=t,
-            samples_to_target=loop.samples_to_target,
-            samples_trained=loop.samples_trained,
-            steps=loop.steps,
-            final_accuracy=loop.final_accuracy,
             target_accuracy=float(self.trainer.cfg.target_accuracy or 0.0),
             energy_j=acc["energy_j"],
             energy_source=energy_source,
             peak_power_w=acc["peak_w"],
             max_raw_power_w=acc["max_raw_w"],
             mean_power_w=acc["energy_j"] / elapsed if elapsed > 0 else 0.0,
-            eval_wall_s=loop.eval_wall_s,
-            train_wall_s=loop.train_wall_s,
             batch_size=spec.batch_size,
             lr=self.trainer.cfg.lr,
             freq_mhz_requested=spec.freq_mhz,
@@ -270,21 +273,24 @@ class RunSetup:
             device=self.device_info,
             model=spec.model,
             dataset=self.data.name,
-            curve=tuple(asdict(p) for p in loop.curve),
             resumed_from=resumed_from,
             pause_time_s=acc.get("pause_time_s", 0.0),
             segments=tuple(segments),
             schedule=schedule,
             warnings=tuple(warnings),
-            config={
-                **self.config,
-                "init": self.init,
-                "torch_device": self.torch_device,
-                "deterministic": self.trainer.cfg.deterministic,
-            },
+            config=self.result_config(),
             provenance=provenance,
             clocks=clocks,
         )
+
+
+def _loop_fields(loop: LoopResult) -> dict[str, Any]:
+    """What the loop itself reports, as the result's fields."""
+    keys = ("reached", "samples_to_target", "samples_trained", "steps", "final_accuracy")
+    out: dict[str, Any] = {k: getattr(loop, k) for k in keys}
+    out.update(eval_wall_s=loop.eval_wall_s, train_wall_s=loop.train_wall_s)
+    out["curve"] = tuple(asdict(p) for p in loop.curve)
+    return out
 
 
 def _to_torch_device(data: Splits, tdev: str) -> Splits:
