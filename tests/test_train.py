@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -323,12 +324,25 @@ def test_wall_clock_guard_steps_down_to_the_floor_then_stops(digits, jetson):
     assert maxes[-1] == int(before["max_freq"]) / 1e6
 
 
-def test_resume_keeps_guard_state_and_clock(digits, tmp_path, monkeypatch):
-    from undercap.train.loop import Trainer
+@pytest.mark.parametrize("deterministic", [False, True], ids=["default", "deterministic"])
+def test_resume_keeps_guard_state_and_clock(digits, tmp_path, monkeypatch, deterministic):
+    """A run stopped after 1024 samples and resumed from its checkpoint: the guard's
+    step-down and the clock carry over, and the curve equals the uninterrupted run's
+    by the rule of resume_match.py: bit for bit on the CPU or with `deterministic`
+    (on any torch device), else within the run-to-run spread (CUDA's kernels may add
+    in another order from run to run)."""
+    from resume_match import assert_resumed_matches, exact_expected
 
+    from undercap.train.loop import CUBLAS_WORKSPACE_CONFIG, Trainer
+
+    # deterministic sets it for the process where unset: put back as it was afterwards
+    monkeypatch.setenv(
+        "CUBLAS_WORKSPACE_CONFIG",
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG),
+    )
     kw = dict(freq_mhz=TOP_MHZ, power_limit_w=SLIGHT_LIMIT_W, target_accuracy=1.0,
               max_samples=1600, eval_every_samples=512, guard_window_s=0.1,
-              sample_rate_hz=200.0)  # fmt: skip
+              sample_rate_hz=200.0, deterministic=deterministic)  # fmt: skip
     full = train(nano(), digits, **kw)
     step = Trainer.step
 
@@ -345,9 +359,12 @@ def test_resume_keeps_guard_state_and_clock(digits, tmp_path, monkeypatch):
     dev = nano()
     r = train(dev, digits, checkpoint_dir=ck, checkpoint_every_samples=256, resume=True, **kw)
     assert r.resumed_from == 1024 and dev.save_state()["locked_freq_mhz"] is None
+    assert r.config["deterministic"] is deterministic
     # the step-down before the kill is kept, and the resumed part ran at the guarded clock
     assert r.guard_events == full.guard_events
     assert (r.freq_mhz_start, r.freq_mhz_final) == (TOP_MHZ, full.freq_mhz_final)
-    assert r.curve == full.curve and r.samples_trained == full.samples_trained
+    exact = exact_expected(r.config["torch_device"], deterministic)
+    assert_resumed_matches(r, full, exact=exact, n_eval=digits.n_test, target=None)
+    assert r.samples_trained == full.samples_trained
     assert r.train_time_s == pytest.approx(full.train_time_s, rel=1e-9)
     assert r.energy_j == pytest.approx(full.energy_j, rel=0.02)

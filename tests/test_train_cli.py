@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -26,11 +27,11 @@ RUN = [
 ]  # fmt: skip
 
 
-def undercap(*args: str) -> subprocess.Popen:
+def undercap(*args: str, env: Optional[dict[str, str]] = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "undercap.cli", *args],
         cwd=REPO,
-        env=ENV,
+        env={**ENV, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -45,53 +46,52 @@ def wait_for(cond, timeout_s: float, what: str) -> None:
         time.sleep(0.02)
 
 
+# The killed run dies right after the step that reaches KILL_AT samples (the loop's test
+# hook): checkpoints come every 32 samples and after every evaluation (every 64), so the
+# last one is at 384 and the step to 400 is lost and redone; the target comes at ~900.
+KILL_AT = 400
+
+
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
-    from undercap.data import load_dataset
-    from undercap.devices import open_device
-    from undercap.train import train_on_device
+    """SIGKILL mid-run (at a chosen step, whatever the machine's speed), then --resume:
+    the result equals the uninterrupted run's, by the rule of resume_match.py: bit for
+    bit on the CPU or with --deterministic, else within the run-to-run spread. Both
+    runs are subprocesses with the same environment (one torch thread each), so on
+    the CPU their sums add in the same order."""
+    from resume_match import assert_resumed_matches, exact_expected
+
     from undercap.train.checkpoint import load_checkpoint
+    from undercap.train.loop import KILL_AFTER_SAMPLES_ENV
 
     ck = tmp_path / "ck"
-    killed = undercap(*RUN, "--checkpoint-dir", str(ck), "--checkpoint-every-samples", "32")
-    wait_for(lambda: (ck / "checkpoint.pt").exists() or killed.poll() is not None, 120, "ckpt")
-    time.sleep(0.3)  # let it train past the checkpoint: that work is lost and redone
-    killed.send_signal(signal.SIGKILL)
-    _, err = killed.communicate()
+    full = undercap(*RUN, "-o", str(tmp_path / "full.json"))  # meanwhile, uninterrupted
+    killed = undercap(
+        *RUN, "--checkpoint-dir", str(ck), "--checkpoint-every-samples", "32",
+        env={KILL_AFTER_SAMPLES_ENV: str(KILL_AT)},
+    )  # fmt: skip
+    _, err = killed.communicate(timeout=300)
     assert killed.returncode == -signal.SIGKILL, f"the run ended before it was killed: {err}"
     at_kill = load_checkpoint(ck)["trainer"]["samples"]
+    assert 0 < at_kill < KILL_AT  # some work after the last checkpoint was lost
 
     resumed = undercap(
         *RUN, "--checkpoint-dir", str(ck), "--resume", "-o", str(tmp_path / "r.json")
     )
-    # Meanwhile, the same run uninterrupted (in this process; same data, seed, settings).
-    full = train_on_device(
-        open_device("sim:jetson-nano", seed=3),
-        "small-cnn",
-        load_dataset("digits", input_shape=(1, 8, 8), limit=600),
-        batch_size=16,
-        freq_mhz=614.4,
-        target_accuracy=0.97,
-        max_samples=20000,
-        eval_every_samples=64,
-        seed=3,
-        progress=False,
-    )
     out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
+    _, full_err = full.communicate(timeout=300)
+    assert full.returncode == 0, full_err
     r = load_train_result(tmp_path / "r.json")
-    assert full.reached and 0 < at_kill < full.samples_to_target
+    f = load_train_result(tmp_path / "full.json")
+    assert f.reached and at_kill < f.samples_to_target
     assert r.resumed_from == at_kill
-    assert r.samples_to_target == full.samples_to_target
-    # same evaluations, same accuracies; losses equal up to float reduction order
-    # (the subprocess may use another number of torch threads)
-    assert [(p["samples"], p["accuracy"]) for p in r.curve] == [
-        (p["samples"], p["accuracy"]) for p in full.curve
-    ]
-    assert [p["loss"] for p in r.curve] == pytest.approx([p["loss"] for p in full.curve], rel=1e-4)
-    assert r.steps == full.steps
+    exact = exact_expected(r.config["torch_device"], r.config["deterministic"])
+    n_eval = r.config["n_test"]
+    assert_resumed_matches(r, f, exact=exact, n_eval=n_eval, target=f.target_accuracy)
     # device-side accounts continue from the checkpoint: nothing lost, nothing doubled
-    assert r.time_to_accuracy_s == pytest.approx(full.time_to_accuracy_s, rel=1e-6)
-    assert r.energy_j == pytest.approx(full.energy_j, rel=0.02)
+    if r.samples_to_target == f.samples_to_target:  # always so where exact
+        assert r.time_to_accuracy_s == pytest.approx(f.time_to_accuracy_s, rel=1e-6)
+        assert r.energy_j == pytest.approx(f.energy_j, rel=0.02)  # sensor noise differs
     assert "resumed from a checkpoint" in out and "simulated" in out.lower()
 
 
@@ -169,3 +169,73 @@ def test_cli_errors_are_one_line(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error:") and message in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag", [[], ["--deterministic"]], ids=["default", "deterministic"])
+def test_deterministic_reaches_the_trainer_and_the_result(tmp_path, monkeypatch, flag):
+    """`train --deterministic`: torch trains with deterministic algorithms, cuDNN's
+    deterministic kernels and no benchmarking (seen from inside the loop), cuBLAS gets
+    its fixed workspace, the result says so, and torch's flags are as they were after."""
+    import torch
+
+    from undercap.train.loop import CUBLAS_WORKSPACE_CONFIG, Trainer
+
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "unset")  # so that teardown puts back
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")  # what was there (or nothing)
+    seen = []
+    step = Trainer.step
+
+    def spying_step(self):
+        cudnn = torch.backends.cudnn
+        seen.append(
+            (torch.are_deterministic_algorithms_enabled(), cudnn.deterministic, cudnn.benchmark)
+        )
+        step(self)
+
+    monkeypatch.setattr(Trainer, "step", spying_step)
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic)
+    out = tmp_path / "r.json"
+    args = ["train", "--device", "sim:jetson-nano", "--model", "small-cnn", *QUICK.split(),
+            "--batch-size", "32", "--max-samples", "256", "--eval-every", "128",
+            "--target-accuracy", "0.3", *flag]  # fmt: skip
+    assert main([*args, "-o", str(out)]) == 0
+    on = bool(flag)
+    assert seen and set(seen) == ({(True, True, False)} if on else {before + (False,)})
+    assert load_train_result(out).config["deterministic"] is on
+    assert (os.environ.get("CUBLAS_WORKSPACE_CONFIG") == CUBLAS_WORKSPACE_CONFIG) is on
+    assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic) == (
+        before
+    )
+
+
+def test_run_passes_deterministic_to_device_training() -> None:
+    """`run --deterministic` (and `compare`'s, same options): device training gets it."""
+    from undercap.cli import build_parser
+    from undercap.cli.recipes import _setup
+
+    base = ["run", "--device", "sim:jetson-nano", "--model", "small-cnn", "--proxy", "digits",
+            "--target", "digits", "--power-limit", "4", "--target-accuracy", "0.9",
+            "-o", "out"]  # fmt: skip
+    parser = build_parser()
+    assert _setup(parser.parse_args(base)).train_kwargs()["deterministic"] is False
+    args = parser.parse_args([*base, "--deterministic"])
+    assert _setup(args).train_kwargs()["deterministic"] is True
+
+
+def test_deterministic_op_missing_is_one_error_line() -> None:
+    """An op with no deterministic kernel (torch raises) is an UndercapError (exit 2,
+    one line) that says to drop --deterministic; other errors pass through, and
+    torch's flags are put back either way."""
+    import torch
+
+    from undercap.errors import UndercapError
+    from undercap.train.loop import deterministic_torch
+
+    before = torch.are_deterministic_algorithms_enabled()
+    msg = "adaptive_avg_pool3d_backward_cuda does not have a deterministic implementation"
+    with pytest.raises(UndercapError, match="drop --deterministic") as e, deterministic_torch(True):
+        raise RuntimeError(msg + ", but you set 'torch.use_deterministic_algorithms(True)'")
+    assert msg in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(RuntimeError, match="other"), deterministic_torch(True):
+        raise RuntimeError("other")
+    assert torch.are_deterministic_algorithms_enabled() is before

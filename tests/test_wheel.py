@@ -5,7 +5,9 @@ Jetson Nano from outside the repository.
 The fresh venv needs a torch: UNDERCAP_WHEEL_TORCH names it (the Makefile passes its
 TORCH, a local CPU build here); by default the torch this interpreter runs. Set
 UNDERCAP_WHEEL_TORCH=skip to leave the test out (CI's Python 3.8 floor run does: its
-torch is a multi-GB download, and the JetPack 6 job installs the wheel for real)."""
+torch is a multi-GB download, and the JetPack 6 job installs the wheel for real).
+Where no package index (nor find-links folder) offers what the install needs, the
+test skips and says so."""
 
 from __future__ import annotations
 
@@ -42,6 +44,52 @@ def _torch_requirement() -> str:
     return torch_requirement(req, torch.__version__)
 
 
+def _pip_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _unavailable(name: str, release: Optional[str] = None) -> Optional[str]:
+    """Why pip cannot get `name` (at `release`, any local label) from what it is set to
+    use here: its index, extra indexes, find-links (pip.conf, PIP_* variables); None
+    when it can. A few seconds: `pip index versions` reads the index page only, with
+    a short timeout and no retries (an unreachable index fails at once)."""
+    cmd = [sys.executable, "-m", "pip", "index", "versions", name, "--timeout", "10",
+           "--retries", "0", "--disable-pip-version-check"]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            cmd, env=_pip_env(), capture_output=True, text=True, timeout=120, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return f"no package index answered for {name} within 120 s"
+    if "unknown command" in proc.stderr:  # pip < 21.2 has no `pip index`: try the install
+        return None
+    last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    if proc.returncode != 0:
+        return f"no package index offers {name} (`pip index versions {name}`: {last})"
+    if release is None:
+        return None
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("Available")), "")
+    found = {v.strip().split("+", 1)[0] for v in line.partition(":")[2].split(",")}
+    if release not in found:
+        return f"no package index offers {name}=={release} (it offers {line.strip()})"
+    return None
+
+
+def _skip_without_an_index(torch_req: str) -> None:
+    """Skip, saying why, where pip has nowhere to install the fresh venv from: the
+    torch requirement (unless a wheel file) and the wheel's other direct dependencies.
+    Where an index answers, the test runs (and a failing install is a failure)."""
+    name, _, release = torch_req.partition("==")
+    torch_probe = [] if Path(torch_req).is_file() else [(name.strip(), release.strip() or None)]
+    others = [("numpy", None), ("tqdm", None), ("scikit-learn", None)]  # sklearn: [digits]
+    for name, release in torch_probe + others:
+        why = _unavailable(name, release)
+        if why is not None:
+            pytest.skip(f"needs a package index: {why}")
+
+
 @pytest.mark.parametrize(
     ("env", "running", "want"),
     [
@@ -60,9 +108,9 @@ def test_torch_pin_drops_the_local_label(env, running, want) -> None:
 
 
 def _sh(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["OMP_NUM_THREADS"] = "1"
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        args, cwd=cwd, env=_pip_env(), capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, f"{' '.join(args)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
@@ -98,6 +146,7 @@ def test_wheel_carries_every_data_file(tmp_path: Path) -> None:
 
 def test_wheel_in_a_fresh_venv_runs_the_digits_job(tmp_path: Path) -> None:
     torch_req = _torch_requirement()
+    _skip_without_an_index(torch_req)
     wheel = _build_wheel(tmp_path / "dist")
     venv = tmp_path / "venv"
     _sh(sys.executable, "-m", "venv", str(venv), cwd=tmp_path)
@@ -120,3 +169,15 @@ def test_wheel_in_a_fresh_venv_runs_the_digits_job(tmp_path: Path) -> None:
     assert "simulated device" in proc.stdout
     train = json.loads((out / "train.json").read_text())
     assert train["reached"] and train["simulated"] and train["peak_power_w"] <= 3.5
+
+
+def test_no_package_index_is_a_skip_with_its_reason(monkeypatch) -> None:
+    """Where pip has no index and no find-links (offline, or an index that does not
+    answer), the fresh-venv test skips and says why, within seconds."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    with pytest.raises(pytest.skip.Exception, match="needs a package index: no package"):
+        _skip_without_an_index("torch==2.0.1")
+    assert "tqdm" in (_unavailable("tqdm") or "")
