@@ -145,6 +145,10 @@ class Session:
                 stack.enter_context(controlled(self.device))
             if self.follower is None:  # else the follower locks what it chooses
                 self.freq_start = self._lock(self.freq_requested, control)
+            else:  # nothing is locked yet: its first apply() locks, even the clock a
+                # resumed run's checkpoint names (the device came back unlocked)
+                self.freq_requested = None
+                self.clocks = LOCKED if control else READ_ONLY_AS_FOUND
             self.sampler = stack.enter_context(
                 PowerSampler(self.device, rate_hz=self.sample_rate_hz)
             )
