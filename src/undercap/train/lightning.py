@@ -50,6 +50,10 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().__init__()
+        # the loaders keep the batch size they were built with during fit(): a read-only
+        # device over its cap cannot step it down here, so the excess is recorded and
+        # warned about (as with a Trainer's fixed batch size in hf.py)
+        kwargs.setdefault("switch_batch", False)
         self.driver = CapDriver(device, selection, metric=monitor, **kwargs)
         self.scale_lr = scale_lr
 
