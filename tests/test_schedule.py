@@ -146,12 +146,6 @@ def test_run_follows_a_schedule_with_an_outage(tmp_path: Path, capsys) -> None:
     assert "paused" in (out / "summary.md").read_text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a resumed scheduled run does not lock its clock: Session.__enter__ leaves "
-    "freq_requested at the checkpoint's clock, so the follower's apply() of the same "
-    "clock skips the lock and the device trains unlocked (train/session.py)",
-)
 def test_killed_mid_schedule_resumes_with_nothing_lost(tmp_path: Path, capsys) -> None:
     """SIGKILL during a scheduled run, after the outage (at a chosen step: the loop's
     test hook, whatever the machine's speed), then the same command: it resumes from
