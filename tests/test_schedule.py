@@ -156,7 +156,7 @@ def test_killed_mid_schedule_resumes_with_nothing_lost(tmp_path: Path, capsys) -
 
     from undercap.cli import main
     from undercap.train.checkpoint import load_checkpoint
-    from undercap.train.loop import KILL_AFTER_SAMPLES_ENV
+    from undercap.train.repro import KILL_AFTER_SAMPLES_ENV
 
     on_any = ["--torch-device", "auto", "--deterministic"]
     whole = tmp_path / "whole"

@@ -333,7 +333,8 @@ def test_resume_keeps_guard_state_and_clock(digits, tmp_path, monkeypatch, deter
     in another order from run to run)."""
     from resume_match import assert_resumed_matches, exact_expected
 
-    from undercap.train.loop import CUBLAS_WORKSPACE_CONFIG, Trainer
+    from undercap.train.loop import Trainer
+    from undercap.train.repro import CUBLAS_WORKSPACE_CONFIG
 
     # deterministic sets it for the process where unset: put back as it was afterwards
     monkeypatch.setenv(

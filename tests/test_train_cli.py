@@ -61,7 +61,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
     from resume_match import assert_resumed_matches, exact_expected
 
     from undercap.train.checkpoint import load_checkpoint
-    from undercap.train.loop import KILL_AFTER_SAMPLES_ENV
+    from undercap.train.repro import KILL_AFTER_SAMPLES_ENV
 
     ck = tmp_path / "ck"
     full = undercap(*RUN, "-o", str(tmp_path / "full.json"))  # meanwhile, uninterrupted
@@ -178,7 +178,8 @@ def test_deterministic_reaches_the_trainer_and_the_result(tmp_path, monkeypatch,
     its fixed workspace, the result says so, and torch's flags are as they were after."""
     import torch
 
-    from undercap.train.loop import CUBLAS_WORKSPACE_CONFIG, Trainer
+    from undercap.train.loop import Trainer
+    from undercap.train.repro import CUBLAS_WORKSPACE_CONFIG
 
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "unset")  # so that teardown puts back
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")  # what was there (or nothing)
@@ -229,7 +230,7 @@ def test_deterministic_op_missing_is_one_error_line() -> None:
     import torch
 
     from undercap.errors import UndercapError
-    from undercap.train.loop import deterministic_torch
+    from undercap.train.repro import deterministic_torch
 
     before = torch.are_deterministic_algorithms_enabled()
     msg = "adaptive_avg_pool3d_backward_cuda does not have a deterministic implementation"

@@ -155,7 +155,7 @@ def _setup(args: argparse.Namespace) -> Any:
     from undercap.recipes.common import TrainingSetup
 
     if args.deterministic:  # cuBLAS reads it once: before the estimates use the GPU
-        from undercap.train.loop import set_cublas_workspace
+        from undercap.train.repro import set_cublas_workspace
 
         set_cublas_workspace()
     return TrainingSetup(

@@ -18,12 +18,11 @@ and resume tests do not depend on how fast the machine is.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -35,6 +34,7 @@ from undercap.data.base import Splits
 from undercap.errors import UndercapError
 from undercap.models.recipe import Recipe, lr_scale
 from undercap.train.objective import Objective, check_outputs, make_objective
+from undercap.train.repro import deterministic_torch, kill_after_samples, set_cublas_workspace
 
 
 def resolve_torch_device(name: str) -> str:
@@ -48,68 +48,6 @@ def resolve_torch_device(name: str) -> str:
     if name != "cpu" and not name.startswith("cuda"):
         raise UndercapError(f"--torch-device {name!r}: use auto, cpu or cuda[:N]")
     return name
-
-
-#: The test hook: a Trainer built while this environment variable holds N SIGKILLs its
-#: own process right after the step that takes it to N or more samples, once the hooks
-#: have done their work for that step (the device's checkpoint if one was due, and the
-#: evaluation if one followed, with its checkpoint). Kill-and-resume tests use it to
-#: kill at a chosen step on any machine (tests/test_train_cli.py, test_schedule.py);
-#: read once, when the Trainer is built. Not for production use.
-KILL_AFTER_SAMPLES_ENV = "UNDERCAP_TEST_KILL_AFTER_SAMPLES"
-
-#: cuBLAS's deterministic workspace setting (CUDA >= 10.2: "a fixed workspace
-#: configuration is needed for reproducible results", cuBLAS docs "Results
-#: reproducibility"; torch.use_deterministic_algorithms raises on cuBLAS calls
-#: without it). Read by cuBLAS when torch first creates its handle: set before then.
-CUBLAS_WORKSPACE_CONFIG = ":4096:8"
-
-
-def set_cublas_workspace() -> None:
-    """Set CUBLAS_WORKSPACE_CONFIG for deterministic cuBLAS unless the user set it.
-    Call before the first CUDA computation of the process (PyTorch reads it once)."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
-
-
-@contextlib.contextmanager
-def deterministic_torch(enabled: bool) -> Iterator[None]:
-    """Deterministic torch for the block, as PyTorch's reproducibility notes say:
-    `torch.use_deterministic_algorithms(True)` (an op with no deterministic kernel
-    raises rather than warns), cuDNN's deterministic algorithms without benchmarking,
-    and cuBLAS's fixed workspace. The flags are process-wide: they are put back as
-    they were on exit (the environment variable stays: cuBLAS read it already)."""
-    if not enabled:
-        yield
-        return
-    set_cublas_workspace()
-    cudnn = torch.backends.cudnn
-    before = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-        cudnn.benchmark,
-        cudnn.deterministic,
-    )
-    torch.use_deterministic_algorithms(True, warn_only=False)
-    cudnn.benchmark, cudnn.deterministic = False, True
-    try:
-        yield
-    except RuntimeError as e:
-        if "does not have a deterministic implementation" not in str(e):
-            raise
-        raise UndercapError(
-            f"--deterministic: {str(e).splitlines()[0]} (torch {torch.__version__}); drop "
-            "--deterministic to train with it (a resumed run then matches an uninterrupted "
-            "one within the run-to-run spread, not bit for bit)"
-        ) from e
-    finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
-        cudnn.benchmark, cudnn.deterministic = before[2], before[3]
-
-
-def _kill_after_samples() -> Optional[int]:
-    """The test hook's N (KILL_AFTER_SAMPLES_ENV), None when unset."""
-    value = os.environ.get(KILL_AFTER_SAMPLES_ENV, "").strip()
-    return int(value) if value else None
 
 
 def scaled_lr(base_lr: float, batch_size: int, max_batch_size: int) -> float:
@@ -224,7 +162,7 @@ class Trainer:
     def __post_init__(self) -> None:
         if self.cfg.deterministic:
             set_cublas_workspace()  # before this trainer's first CUDA computation
-        self._kill_after = _kill_after_samples()  # the test hook, read once
+        self._kill_after = kill_after_samples()  # the test hook, read once
         self.model.to(self.torch_device)
         self.objective = make_objective(self.cfg.loss, self.cfg.metric)
         if self.cfg.loss is None:  # the default loss needs logits that fit the labels
