@@ -10,7 +10,7 @@ import pytest
 from undercap.errors import UndercapError
 from undercap.fleet.partition import label_counts, parse_partition, partition_indices
 from undercap.fleet.records import FleetResult, NodeRound, RoundRecord, with_idle
-from undercap.fleet.spec import load_fleet, node_from_config
+from undercap.fleet.spec import FleetSpec, load_fleet, node_from_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,6 +31,7 @@ def test_example_fleet_files_load() -> None:
         ('[[node]]\ndevice = "sim:jetson-nano"\npower_limit_w = -1\n', "positive"),
         ('[[node]]\ndevice = "sim:jetson-nano"\ncount = 0\n', "count"),
         ('[[node]]\ndevice = "sim:jetson-nano"\ncap = 3\n', "unknown key"),
+        ('[[node]]\ndevice = "jetson"\nread_only = "yes"\n', "read_only must be true or false"),
         ('[[node]]\ndevice = "x"\nname = "a"\n[[node]]\ndevice = "y"\nname = "a"\n', "repeat"),
         ("device = 3", "[[node]]"),
         ("[[node]\n", "not valid TOML"),
@@ -52,6 +53,24 @@ def test_node_config_of_a_real_supernode_wins_over_the_fleet_file() -> None:
     assert (node.device, node.power_limit_w, pid, n) == ("jetson", 5.0, 0, 3)
     with pytest.raises(UndercapError, match="node-config"):
         node_from_config({"partition-id": 9}, fleet)
+    assert not node.read_only  # a Jetson node locks its clocks unless it says otherwise
+    node, _, _ = node_from_config({**cfg, "read-only": "true"}, fleet)
+    assert node.read_only
+
+
+def test_a_read_only_node_opens_its_device_read_only(tmp_path: Path) -> None:
+    """read_only = true: the node trains at the clocks as found (a Jetson without
+    root), and the fleet file round-trips it."""
+    pytest.importorskip("flwr")
+    from undercap.fleet.client_app import _open
+
+    path = tmp_path / "fleet.toml"
+    path.write_text('[[node]]\ndevice = "sim:jetson-nano"\npower_limit_w = 4\nread_only = true\n')
+    fleet = load_fleet(path)
+    (node,) = fleet.nodes
+    assert node.read_only and FleetSpec.from_dict(fleet.to_dict()) == fleet
+    with _open(node, seed=0) as device:
+        assert device.read_only and not device.info().control_permitted
 
 
 def test_iid_and_dirichlet_partitions() -> None:

@@ -40,7 +40,7 @@ def _node(setup: Dict[str, Any], context: Context) -> Tuple[NodeSpec, int, int]:
 def _open(node: NodeSpec, seed: int) -> Any:
     from undercap.devices import open_device
 
-    return open_device(node.device, seed=seed)
+    return open_device(node.device, seed=seed, read_only=node.read_only)
 
 
 @app.query()

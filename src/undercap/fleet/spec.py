@@ -27,7 +27,7 @@ from typing import Any, Mapping, Optional, Tuple, Union
 from undercap.artifacts.io import read_toml
 from undercap.errors import UndercapError
 
-NODE_KEYS = ("device", "power_limit_w", "count", "name", "power_schedule")
+NODE_KEYS = ("device", "power_limit_w", "count", "name", "power_schedule", "read_only")
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class NodeSpec:
     device: str
     power_limit_w: Optional[float]
     power_schedule: Optional[str] = None  # CSV path on that node
+    # measure and train at the clocks as found, never lock (a Jetson without root;
+    # NVML is read-only anyway unless allowed): the guard holds the cap with the batch size
+    read_only: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -98,9 +101,12 @@ def _expand(t: Any, i: int, path: Path) -> list:
     sched = t.get("power_schedule")
     if sched is not None:
         sched = str((path.parent / str(sched)).resolve())
+    read_only = t.get("read_only", False)
+    if not isinstance(read_only, bool):
+        raise UndercapError(f"{where}: read_only must be true or false, got {read_only!r}")
     base = str(t.get("name") or device.split(":")[-1])
     names = [base] if count == 1 else [f"{base}-{k}" for k in range(count)]
-    return [NodeSpec(n, device, cap, sched) for n in names]
+    return [NodeSpec(n, device, cap, sched, read_only) for n in names]
 
 
 def parse_limit(value: Any, where: str) -> Optional[float]:
@@ -133,6 +139,7 @@ def node_from_config(
             device=str(node_config["device"]),
             power_limit_w=parse_limit(node_config.get("power-limit-w"), where),
             power_schedule=node_config.get("power-schedule") or None,
+            read_only=str(node_config.get("read-only", "false")).strip().lower() == "true",
         )
         return node, pid, n_parts
     if fleet is None or not 0 <= pid < len(fleet.nodes):
