@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -240,3 +241,20 @@ def test_deterministic_op_missing_is_one_error_line() -> None:
     with pytest.raises(RuntimeError, match="other"), deterministic_torch(True):
         raise RuntimeError("other")
     assert torch.are_deterministic_algorithms_enabled() is before
+
+
+def test_a_selection_made_with_deterministic_trains_deterministic(tmp_path):
+    """`run --deterministic` records it in the selection's training block, and `train
+    --from-selection` takes it from there (as it takes the seed or the budgets)."""
+    from undercap.artifacts.selection import Selection, save_selection
+    from undercap.cli import build_parser
+    from undercap.cli.train import _resolve
+
+    def resolved(training: dict, *flags: str) -> bool:
+        sel = Selection("ours", 32, 900.0, 1e-4, 3.0, 3.5, "small-cnn", "sim", True)
+        path = save_selection(tmp_path / "sel.json", dataclasses.replace(sel, training=training))
+        base = ["train", "--from-selection", str(path), "--target-accuracy", "0.9"]
+        return _resolve(build_parser().parse_args([*base, *flags]))["deterministic"]
+
+    assert resolved({"deterministic": True}) is True
+    assert resolved({}) is False and resolved({}, "--deterministic") is True

@@ -240,6 +240,7 @@ def _resolve(args: argparse.Namespace) -> dict[str, Any]:
         "seed": pick(args.seed, "seed", 0),
         "loss": pick(args.loss, "loss"),
         "metric": pick(args.metric, "metric"),
+        "deterministic": bool(args.deterministic or t.get("deterministic", False)),
         "recipe": {  # the user's optimizer, LR schedule, training step (models/recipe.py)
             "optimizer_factory": pick(args.optimizer, "optimizer_factory"),
             "lr_scheduler": pick(args.lr_scheduler, "lr_scheduler"),
@@ -348,7 +349,7 @@ def _train(
         "guard_window_s": args.guard_window_s,
         "sample_rate_hz": args.sample_rate_hz,
         "torch_device": args.torch_device,
-        "deterministic": args.deterministic,
+        "deterministic": choice["deterministic"],
         "progress": not args.no_progress,
         "loss": choice["loss"],
         "metric": choice["metric"],

@@ -94,6 +94,9 @@ class DeviceTrainer:
                 self.model, self.data.dataset, s.loss, s.metric, *s.recipe.values()
             ),
             **({"recipe": s.recipe} if any(s.recipe.values()) else {}),
+            # deterministic torch trains other kernels: not the same run (keys made
+            # before the switch existed stay valid)
+            **({"deterministic": True} if s.deterministic else {}),
             "lr": s.lr,
             "b_max": max(s.batch_sizes),
             "pretrained_sha256": file_sha256(s.pretrained) if s.pretrained else None,

@@ -259,6 +259,7 @@ def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
         "loss": setup.loss,
         "metric": setup.metric,
         **setup.recipe,  # the user's optimizer, LR schedule, training step
+        "deterministic": setup.deterministic,
         "target_accuracy": cfg.target_accuracy,
         "seed": cfg.seed,
         "data": cfg.target.key(),
