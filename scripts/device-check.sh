@@ -18,7 +18,7 @@
 #   estimate-*   N(b) on CUDA: resnet18 and mobilenetv2 on the CIFAR-10 quarter,
 #                char-transformer on tiny Shakespeare, at the benchmarks' batch sizes
 #   run          `undercap run --read-only` end to end under a cap derived from the profile
-#   tests        the test suite with CUDA visible (`python -m pytest -q -x`, -n with xdist)
+#   tests        the test suite with CUDA visible (`python -m pytest -q --maxfail=20`, -n with xdist)
 #
 # The results folder gets at most 8 files: summary.md (the table), summary.json (a list of
 # stage records, pandas.read_json reads it), the artifacts (profile-resnet18.json, the three
@@ -310,7 +310,7 @@ if wanted tests; then
         fi
         # no --torch-device: tests pick their device as they would for any user
         stage tests pytest.log bash -c 'cd "$1" && shift && exec "$@"' _ "$REPO" \
-            "$PYTHON" -m pytest -q -x -p no:cacheprovider -rfE ${XDIST[@]+"${XDIST[@]}"} "${TEST_ARGS[@]}"
+            "$PYTHON" -m pytest -q --maxfail=20 -p no:cacheprovider -rfE ${XDIST[@]+"${XDIST[@]}"} "${TEST_ARGS[@]}"
     fi
 fi
 
