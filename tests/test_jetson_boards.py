@@ -150,7 +150,7 @@ def test_late_gpu_without_permission_says_what_to_run(tmp_path: Path, capsys, mo
         JetsonDevice(tmp_path, read_only=True, nvpmodel_runner=None)
     msg = str(e.value)
     assert "\n" not in msg and "has not registered with devfreq yet" in msg
-    assert "sudo undercap devices" in msg and "read-only" in msg
+    assert 'sudo "$(command -v undercap)" devices' in msg and "read-only" in msg
     real = os.access
     monkeypatch.setattr(os, "access", lambda p, m: False if m & os.W_OK else real(p, m))
     assert main(["devices", "--no-nvml", "--sysfs-root", str(tmp_path)]) == 0

@@ -52,7 +52,7 @@ def add_rule_args(p: argparse.ArgumentParser) -> None:
         default=defaults.RACE,
         help="with several proxies: before training, race the candidates they disagree on "
         "on the target (each from the starting weights, for --race-budget of the predicted "
-        "time, under the cap); the winner continues, the others' time counts (select/race.py). "
+        "time, under the cap); the winner continues, the others' time counts (guides: A race on the target). "
         "Off by default: measured no better than the median on the matrix",
     )
     g.add_argument("--no-race", dest="race", action="store_false")
