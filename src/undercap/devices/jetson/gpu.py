@@ -61,7 +61,8 @@ def _not_ready_error(device: Path, read_only: bool) -> JetsonUnavailable:
     )
     return JetsonUnavailable(
         f"the GPU at {device} ({compat}) has not registered with devfreq yet (JetPack 6 "
-        f"does so when the GPU first powers up) and {why}; run `sudo "$(command -v undercap)" devices` "
+        f"does so when the GPU first powers up) and {why}; run "
+        '`sudo "$(command -v undercap)" devices` '
         "once (it powers the GPU up briefly, as jetson_clocks does) or any CUDA program, "
         "then try again"
     )
