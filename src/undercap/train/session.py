@@ -192,8 +192,8 @@ class Session:
     def _lock(self, freq_mhz: Optional[float], control: bool) -> Optional[float]:
         """Lock `freq_mhz` where the clocks may be changed; else train at the clocks as
         found (module docstring), saying so once."""
-        found = current_freq_mhz(self.device)
         if freq_mhz is None or not control:
+            found = current_freq_mhz(self.device)
             self.clocks = AS_FOUND if control else READ_ONLY_AS_FOUND
             if freq_mhz is not None and not self.notes:
                 now = "" if found is None else f" ({found:g} MHz now)"
