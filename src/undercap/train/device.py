@@ -64,7 +64,7 @@ class _Hooks:
         self.follow(trainer)
         self.bar.update(batch)
         spent = self.budget_s is not None and self.session.acc.train_time_s >= self.budget_s
-        if _eval_pending(trainer, batch):
+        if trainer.eval_due(trainer.samples - batch):
             self.session.pause()  # evaluation follows; on_eval resumes
         elif spent:  # a race's lane ends here: judged on an evaluation at its budget
             self.session.pause()
@@ -118,12 +118,6 @@ class _Hooks:
                 "segments": self.session.segment_state(),
             },
         )
-
-
-def _eval_pending(trainer: Trainer, batch: int) -> bool:
-    """Will loop.Trainer.run evaluate right after this step? (same rule as the loop)"""
-    every, s = trainer.cfg.eval_every_samples, trainer.samples
-    return s // every > (s - batch) // every or s >= trainer.cfg.max_samples
 
 
 def _loop(trainer: Trainer, hooks: _Hooks, ckpt_dir: Any) -> Any:

@@ -278,15 +278,23 @@ class Trainer:
         reached = self.samples_to_target is not None
         return self.stop or reached or self.samples >= self.cfg.max_samples
 
-    def run(self) -> LoopResult:
-        """Train until the target or the budget. Evaluates at every multiple of
-        `eval_every_samples` crossed, so N(b) is resolved to that interval."""
+    def eval_due(self, samples_before: int) -> bool:
+        """Whether run() evaluates after the step that went from `samples_before` to
+        `self.samples`: at every multiple of `eval_every_samples` crossed (so N(b) is
+        resolved to that interval) and at the end of the budget. The one statement of
+        the rule: a step hook that must know (a checkpoint waits for the evaluation)
+        asks here."""
         every = self.cfg.eval_every_samples
+        crossed = self.samples // every > samples_before // every
+        return crossed or self.samples >= self.cfg.max_samples
+
+    def run(self) -> LoopResult:
+        """Train until the target or the budget, evaluating where `eval_due` says."""
         with deterministic_torch(self.cfg.deterministic):
             while not self.done:
-                before = self.samples // every
+                before = self.samples
                 self.step()
-                if self.samples // every > before or self.samples >= self.cfg.max_samples:
+                if self.eval_due(before):
                     self.evaluate()
                 self._test_kill()
         return self.result()
