@@ -122,3 +122,16 @@ POWER_SOURCE_POLL_S = 10.0
 DEVICE = "sim:jetson-nano"
 #: where crash-restore state files go ($UNDERCAP_STATE_DIR overrides)
 STATE_DIR = "var/lib/undercap"
+
+# --- `undercap estimate`: the evaluation schedule (estimate/evalsched.py) -----------------
+#: "sparse" (screens, far jumps: dense's N(b) for a fraction of the evaluations) or "dense"
+ESTIMATE_EVAL_SCHEDULE = "sparse"
+#: the first screen scores this many held-out items (later stages x4, up to half the split)
+ESTIMATE_SCREEN_SAMPLES = 256
+#: a screen rules a grid point out when its mean + this many standard errors is below
+#: the threshold: a point at the threshold is missed with probability <= Phi(-4) = 3e-5
+ESTIMATE_SCREEN_Z = 4.0
+#: far from the target, the next look is this factor times the samples trained so far
+ESTIMATE_SPARSE_GROWTH = 1.5
+#: "far": a screen shows the accuracy below target - this gap (with the margin)
+ESTIMATE_SPARSE_FAR_GAP = 0.05

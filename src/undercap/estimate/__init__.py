@@ -138,6 +138,10 @@ class _Runner:
             key=run_key(self.fingerprint, b, seed),
             torch_device=self.device,
             progress=self.progress and self.jobs == 1 and self.remote is None,
+            sparse=None
+            if self.cfg.eval_schedule == "dense"
+            else self.cfg.sparse_params(self.device),
+            screen_explicit=self.cfg.screen_samples is not None,
         )
 
     def _init_seed(self, seed: int) -> int:
@@ -304,6 +308,7 @@ def _config_record(
         cache_dir=work_dir,
         jobs=jobs,
         torch_device=device,
+        eval_schedule=cfg.eval_schedule,  # which schedule made the curves (runs' "eval")
     )
 
 

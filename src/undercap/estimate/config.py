@@ -10,6 +10,7 @@ from undercap import defaults
 from undercap.artifacts.io import file_sha256
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
+from undercap.estimate.evalsched import SCHEDULES, SparseParams
 from undercap.models.recipe import Recipe, lr_scale
 from undercap.models.registry import model_spec
 from undercap.models.user import code_digest
@@ -50,6 +51,11 @@ class EstimateConfig:
             `factory(optimizer=, steps_per_epoch=, max_steps=)`.
         train_step: Import path of your training step
             `fn(model=, x=, y=, optimizer=, loss_fn=)`.
+        eval_schedule: "sparse" (estimate/evalsched.py: screens on a held-out subset,
+            far jumps with replay on the CPU; dense's N(b) for a fraction of the
+            evaluations) or "dense" (the whole split at every grid point: every curve
+            point, for studies that replay curves, e.g. benchmarks/matrix.py).
+        screen_samples: Sparse: the first screen's subset size; None: the default.
     """
 
     model: str
@@ -72,6 +78,8 @@ class EstimateConfig:
     optimizer_factory: Optional[str] = None
     lr_scheduler: Optional[str] = None
     train_step: Optional[str] = None
+    eval_schedule: str = defaults.ESTIMATE_EVAL_SCHEDULE
+    screen_samples: Optional[int] = None
 
     @property
     def b_max(self) -> int:
@@ -97,7 +105,36 @@ class EstimateConfig:
             raise UndercapError("--fresh-head needs --pretrained weights")
         if self.eval_every_samples < 1:
             raise UndercapError("--eval-every must be a positive number of samples")
+        self._validate_schedule()
         self.recipe_at(self.b_max).validate()
+
+    def _validate_schedule(self) -> None:
+        if self.eval_every_samples > self.max_samples:
+            raise UndercapError(
+                f"--eval-every {self.eval_every_samples} is coarser than the sample budget "
+                f"--max-samples {self.max_samples}: N(b) would be one evaluation at the end"
+            )
+        if self.eval_schedule not in SCHEDULES:
+            raise UndercapError(f"--eval-schedule {self.eval_schedule!r}: use dense or sparse")
+        if self.screen_samples is not None and self.screen_samples < 1:
+            raise UndercapError("--screen-samples must be a positive number of samples")
+        subset, split = self.screen_samples, self.eval_max_samples
+        if subset is not None and split is not None and subset > split:
+            raise UndercapError(
+                f"--screen-samples {subset} is larger than the {split} held-out "
+                "samples evaluated (--eval-max-samples)"
+            )
+
+    def sparse_params(self, torch_device: str) -> SparseParams:
+        """The sparse schedule's knobs; far jumps replay from a checkpoint, so only
+        where training is bit-for-bit repeatable (the CPU)."""
+        return SparseParams(
+            screen_samples=self.screen_samples or defaults.ESTIMATE_SCREEN_SAMPLES,
+            z=defaults.ESTIMATE_SCREEN_Z,
+            growth=defaults.ESTIMATE_SPARSE_GROWTH,
+            far_gap=defaults.ESTIMATE_SPARSE_FAR_GAP,
+            jumps=torch_device == "cpu",
+        )
 
     def recipe_at(self, batch_size: int) -> Recipe:
         """The user's recipe for a run at `batch_size`: its optimizer's own rates
@@ -162,6 +199,8 @@ def fingerprint(cfg: EstimateConfig) -> dict[str, Any]:
             train_step=cfg.train_step,
             base_lr=cfg.lr,  # None: the factory's own rate
         )
+    if cfg.eval_schedule != "dense":  # likewise: dense runs keep their keys
+        fp.update(eval_schedule=cfg.eval_schedule, screen_samples=cfg.screen_samples)
     return fp
 
 

@@ -11,6 +11,7 @@ finished work survives a SIGKILL of the parent and an interrupted estimate resum
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -19,6 +20,8 @@ from typing import Any, Optional
 
 from undercap.artifacts.cache import Cache
 from undercap.data.spec import DataSpec
+from undercap.errors import UndercapError
+from undercap.estimate.evalsched import SparseParams, SparseStats, run_sparse
 from undercap.models.recipe import Recipe
 
 RUN_SCHEMA = "undercap.efficiency-run/1"
@@ -53,6 +56,8 @@ class Job:
     loss: Optional[str] = None
     metric: Optional[str] = None
     recipe: Recipe = Recipe()  # the user's optimizer, LR schedule, step (models/recipe.py)
+    sparse: Optional[SparseParams] = None  # the sparse schedule's knobs; None: dense
+    screen_explicit: bool = False  # the user chose screen_samples: it must fit the split
 
 
 class _Plateau(Exception):
@@ -122,19 +127,15 @@ def run_job(job: Job) -> dict[str, Any]:
         recipe=job.recipe,
     )
     bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)
-    on_step, on_eval = _hooks(bar, job.plateau_patience)
+    on_step, on_eval = _hooks(bar, None if job.sparse else job.plateau_patience)
     trainer = Trainer(model, splits, cfg, job.torch_device, on_step=on_step, on_eval=on_eval)
-    stop = "budget"
     try:
-        result = trainer.run()
-        if result.reached:
-            stop = "target"
-    except _Plateau:
-        result, stop = trainer.result(), "plateau"
+        result, stop, sparse = _train(trainer, job)
     finally:
         bar.close()
     wall_s = time.perf_counter() - t0
     record = _record(job, result, stop, splits.accuracy_kind, init, t0 - t_load, wall_s)
+    record["eval"] = _eval_record(job, sparse)
     if not job.recipe.is_default:  # what the user's recipe built: its class and rates
         from undercap.train.recipe import describe
 
@@ -143,6 +144,30 @@ def run_job(job: Job) -> dict[str, Any]:
     if entry is not None:
         entry.store_json(record)
     return record
+
+
+def _train(trainer: Any, job: Job) -> tuple[Any, str, Optional[SparseStats]]:
+    """The run under its evaluation schedule: (result, why it stopped, sparse stats)."""
+    if job.sparse is not None:
+        if job.screen_explicit and job.sparse.screen_samples > trainer.eval_items:
+            raise UndercapError(
+                f"--screen-samples {job.sparse.screen_samples} is larger than the "
+                f"{trainer.eval_items} held-out samples of {job.data.dataset}"
+            )
+        stats = run_sparse(trainer, job.target, job.plateau_patience, job.sparse)
+        return trainer.result(), stats.stop, stats
+    try:
+        result = trainer.run()
+        return result, "target" if result.reached else "budget", None
+    except _Plateau:
+        return trainer.result(), "plateau", None
+
+
+def _eval_record(job: Job, stats: Optional[SparseStats]) -> dict[str, Any]:
+    """Which evaluation schedule made the curve, and what it evaluated."""
+    if stats is None or job.sparse is None:
+        return {"schedule": "dense"}
+    return {"schedule": "sparse", **dataclasses.asdict(job.sparse), **dataclasses.asdict(stats)}
 
 
 def _hooks(bar: Any, patience: Optional[int]) -> tuple[Any, Any]:
@@ -217,7 +242,12 @@ def covers(
     """Whether a finished run answers a request for (target, budget) exactly as a new
     run would: training is deterministic given the work dir's fingerprint, so a run
     that reached the target within the budget, or ran at least the whole budget,
-    gives the same curve prefix and the same N(b)."""
+    gives the same curve prefix and the same N(b). A sparse run's curve holds only
+    the points it evaluated: exact for its own target, or for any target when it was
+    a reference run (it evaluates every new best, and a first crossing is one)."""
+    sparse = record.get("eval", {}).get("schedule") == "sparse"
+    if sparse and target is not None and record["target_accuracy"] not in (None, target):
+        return False
     if target is not None and first_crossing(curve_within(record, budget), target) is not None:
         return True
     if record["stop"] == "budget" and record["samples_trained"] >= budget:

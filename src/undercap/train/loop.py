@@ -274,6 +274,29 @@ class Trainer:
         return point
 
     @property
+    def eval_items(self) -> int:
+        """Held-out items a whole evaluation scores."""
+        return int(self._y_eval.shape[0])
+
+    def screen(self, n_items: int) -> float:
+        """The metric on the first `n_items` held-out items only, charged to
+        eval_wall_s and kept off the curve: estimate/evalsched.py's cheap look (the
+        split is in seeded random order, so a prefix is a random subset). Batches of
+        128: faster per item than 512 on a CPU, and a screen's exact float sums do
+        not matter, only its margin."""
+        t0 = time.perf_counter()
+        acc, _ = evaluate(
+            self.model,
+            self._x_eval[:n_items],
+            self._y_eval[:n_items],
+            objective=self.objective,
+            batch_size=128,
+            device=self.torch_device,
+        )
+        self.eval_wall_s += time.perf_counter() - t0
+        return acc
+
+    @property
     def done(self) -> bool:
         reached = self.samples_to_target is not None
         return self.stop or reached or self.samples >= self.cfg.max_samples

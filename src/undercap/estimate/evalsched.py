@@ -1,0 +1,209 @@
+"""The sparse evaluation schedule of an estimate run (issue 34): dense N(b) for a
+fraction of the evaluations.
+
+Dense evaluation (train.loop.Trainer.run) evaluates the whole held-out split at
+every grid point (every `eval_every_samples`, or every step above that batch size);
+N(b) is the first grid point whose accuracy is >= the target. Evaluating costs far
+more than training there (93.7% of a CIFAR estimate's wall time). This schedule
+reports the same grid point while evaluating the whole split at only a few:
+
+* Screens. A grid point is first scored on a prefix of the held-out split (a random
+  subset: estimate loads the test split in a seeded random order), growing through
+  `stages`. The point is ruled out ("below the threshold") when the subset's mean
+  plus `z` standard errors is below it. The standard error is that of a mean of m
+  draws without replacement from the N held-out items, sqrt(v / m) *
+  sqrt((N - m) / (N - 1)) (the finite population correction: Cochran, Sampling
+  Techniques, 3rd ed. 1977, Sec. 2.5), with v = max(p(1 - p)) over p >= threshold,
+  the largest variance of a [0, 1] metric whose mean reaches the threshold
+  (Bhatia-Davis bound): so a point whose whole-split metric reaches the threshold
+  is ruled out with probability at most Phi(-z) per look (3e-5 at z = 4, normal
+  approximation). Every point not ruled out is evaluated on the whole split, the
+  value stored on the curve; N(b) is read from those values only.
+* Far jumps (CPU only). While a screen shows the run clearly below the target minus
+  `far_gap`, the next look is `growth` times later, and an in-memory checkpoint
+  (Trainer.state_dict) is kept at every such look. The first look that is not
+  clearly far restores the last checkpoint and screens every grid point from there
+  (replay: CPU training is bit-for-bit repeatable at a fixed thread count, so the
+  replayed grid points are the dense run's). The one assumption: between two looks
+  both clearly `far_gap` below the target the accuracy did not touch it. CUDA
+  training is not repeatable (without deterministic kernels), so there the run
+  screens every grid point from the start: no jumps, no replay.
+* Reference runs (--target-fraction, no target yet) screen every grid point against
+  their best-so-far: a point ruled out is "no new best" for the plateau count, every
+  other is evaluated, so the best accuracy and the plateau stop are dense's.
+
+The end of the budget is always evaluated on the whole split, as dense does.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+SCHEDULES = ("dense", "sparse")
+
+
+@dataclass(frozen=True)
+class SparseParams:
+    """The knobs of the sparse schedule (defaults.ESTIMATE_SCREEN_* / _SPARSE_*)."""
+
+    screen_samples: int  # first screen's subset size; later stages x4
+    z: float  # standard errors of margin before a screen rules a point out
+    growth: float  # far jumps: next look at this factor times the samples so far
+    far_gap: float  # far: clearly below target - far_gap
+    jumps: bool  # far jumps with replay (CPU: bit-for-bit repeatable training)
+
+
+@dataclass(frozen=True)
+class SparseStats:
+    """What one sparse run evaluated (kept in its record, "eval")."""
+
+    stop: str  # "target", "budget" or "plateau"
+    looks: int  # grid points looked at (screened or evaluated)
+    screened_items: int  # held-out items scored by screens, all stages
+    full_evals: int  # whole-split evaluations (the curve's points)
+    replayed_samples: int  # samples trained twice after restoring a checkpoint
+
+
+def stages(first: int, population: int) -> tuple[int, ...]:
+    """Screen subset sizes: `first`, then x4, each at most half the split (a larger
+    screen saves too little over the whole split to be worth its cost)."""
+    out, m = [], max(1, int(first))
+    while m <= population // 2:
+        out.append(m)
+        m *= 4
+    return tuple(out)
+
+
+def margin(threshold: float, m: int, population: int, z: float) -> float:
+    """z standard errors of a mean of m of `population` items, at the largest
+    variance a metric in [0, 1] with mean >= threshold can have (module docstring)."""
+    p = min(max(threshold, 0.5), 1.0)
+    fpc = (population - m) / max(population - 1, 1)
+    return z * math.sqrt(p * (1.0 - p) / m * max(fpc, 0.0))
+
+
+def next_look(samples: int, every: int, growth: float) -> int:
+    """Far jumps: the first grid multiple of `every` at or beyond samples * growth,
+    at least one interval ahead."""
+    want = max(samples + every, int(math.ceil(samples * growth)))
+    return int(math.ceil(want / every)) * every
+
+
+def below(trainer: Any, threshold: float, sizes: tuple[int, ...], z: float) -> tuple[bool, int]:
+    """Whether screens show the whole-split metric is below `threshold` (with the
+    margin), and how many items they scored."""
+    n, scored = trainer.eval_items, 0
+    for m in sizes:
+        acc = trainer.screen(m)
+        scored += m
+        if acc + margin(threshold, m, n, z) < threshold:
+            return True, scored
+    return False, scored
+
+
+@dataclass
+class _Tally:
+    looks: int = 0
+    screened: int = 0
+    full: int = 0
+    replayed: int = 0
+
+    def stats(self, stop: str) -> SparseStats:
+        return SparseStats(stop, self.looks, self.screened, self.full, self.replayed)
+
+
+def run_sparse(
+    trainer: Any, target: Optional[float], patience: Optional[int], params: SparseParams
+) -> SparseStats:
+    """Train `trainer` (train.loop.Trainer) to its target or budget under the sparse
+    schedule; a reference run (target None) to its budget or plateau."""
+    if target is None:
+        return _reference(trainer, patience, params)
+    return _target(trainer, target, params)
+
+
+def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
+    tally, sizes = _Tally(), stages(params.screen_samples, tr.eval_items)
+    far = params.jumps and bool(sizes)
+    check = _snapshot(tr) if far else None
+    check_at = prev_due = look_at = 0
+    every, budget = tr.cfg.eval_every_samples, tr.cfg.max_samples
+    while not tr.done:
+        before = tr.samples
+        tr.step()
+        if not tr.eval_due(before):
+            continue
+        due, last, prev_due = tr.samples, prev_due, tr.samples
+        at_end = due >= budget
+        if far:
+            if due < look_at and not at_end:
+                continue
+            tally.looks += 1
+            ruled_out, n = below(tr, target - params.far_gap, sizes[:1], params.z)
+            tally.screened += n
+            if ruled_out and not at_end:
+                check, check_at = _snapshot(tr), due
+                look_at = next_look(due, every, params.growth)
+                continue
+            far = False
+            if not ruled_out and check_at < last:  # grid points skipped: replay them
+                tally.replayed += due - check_at
+                _restore(tr, check)
+                prev_due = check_at
+                continue
+        _look(tr, target, sizes, params.z, tally, force=at_end)
+    return tally.stats("target" if tr.samples_to_target is not None else "budget")
+
+
+def _look(
+    tr: Any, threshold: float, sizes: tuple[int, ...], z: float, tally: _Tally, force: bool
+) -> bool:
+    """Screen one grid point against `threshold`, evaluate it on the whole split
+    unless ruled out (always at the end of the budget); True if evaluated."""
+    tally.looks += 1
+    if not force and sizes:
+        ruled_out, n = below(tr, threshold, sizes, z)
+        tally.screened += n
+        if ruled_out:
+            return False
+    tr.evaluate()
+    tally.full += 1
+    return True
+
+
+def _reference(tr: Any, patience: Optional[int], params: SparseParams) -> SparseStats:
+    """Every grid point against the best so far: the dense plateau rule, exactly
+    (w.h.p.); right after a new best the point goes straight to the whole split
+    (a rising curve would pass every screen anyway)."""
+    tally, sizes = _Tally(), stages(params.screen_samples, tr.eval_items)
+    best, since, rising = -math.inf, 0, True
+    while not tr.done:
+        before = tr.samples
+        tr.step()
+        if not tr.eval_due(before):
+            continue
+        at_end = tr.samples >= tr.cfg.max_samples
+        screens = () if rising else sizes
+        n_curve = len(tr.curve)
+        _look(tr, best, screens, params.z, tally, force=at_end)
+        acc = tr.curve[-1].accuracy if len(tr.curve) > n_curve else -math.inf
+        rising = acc > best
+        best, since = max(best, acc), 0 if rising else since + 1
+        if patience is not None and since >= patience:
+            return tally.stats("plateau")
+    return tally.stats("budget")
+
+
+def _snapshot(tr: Any) -> dict[str, Any]:
+    return copy.deepcopy(tr.state_dict())
+
+
+def _restore(tr: Any, state: dict[str, Any]) -> None:
+    """Back to a checkpoint; the seconds spent since stay spent (they are the run's
+    cost), and the checkpoint is kept for another restore."""
+    train_s, eval_s = tr.train_wall_s, tr.eval_wall_s
+    tr.load_state_dict(copy.deepcopy(state))
+    tr.train_wall_s, tr.eval_wall_s = train_s, eval_s
