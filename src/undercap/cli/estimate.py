@@ -207,6 +207,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"(default {defaults.ESTIMATE_EVAL_EVERY_SAMPLES})",
     )
     e.add_argument(
+        "--eval-schedule",
+        choices=("sparse", "dense"),
+        default=defaults.ESTIMATE_EVAL_SCHEDULE,
+        help="sparse: screen each --eval-every point on a held-out subset and evaluate "
+        "the whole split only near the target (same N(b) as dense, a fraction of the "
+        "evaluations); dense: the whole split at every point, every curve point kept "
+        f"(default {defaults.ESTIMATE_EVAL_SCHEDULE})",
+    )
+    e.add_argument(
+        "--screen-samples",
+        type=positive_int,
+        default=None,
+        help="sparse: held-out samples of the first screen, later ones x4 "
+        f"(default {defaults.ESTIMATE_SCREEN_SAMPLES})",
+    )
+    e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
     )
     e.add_argument(
@@ -336,6 +352,8 @@ def _estimate_one(args: argparse.Namespace, dataset: str, work_dir: Path) -> Any
         init_seed=args.init_seed,
         fresh_head=args.fresh_head,
         plateau_patience=args.plateau_patience,
+        eval_schedule=args.eval_schedule,
+        screen_samples=args.screen_samples,
         **objective_kwargs(args),
     )
     return estimate(

@@ -1,0 +1,254 @@
+"""The sparse evaluation schedule (estimate/evalsched.py, issue 34): the same N(b) as
+dense evaluation for a fraction of the evaluations, on real tiny estimates and on
+scripted curves."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Optional
+
+import pytest
+from conftest import run_files
+
+from undercap.cli import main
+from undercap.data.spec import DataSpec
+from undercap.errors import UndercapError
+from undercap.estimate import EstimateConfig, estimate
+from undercap.estimate.config import fingerprint
+from undercap.estimate.evalsched import (
+    SparseParams,
+    margin,
+    next_look,
+    run_sparse,
+    stages,
+)
+
+# 1500 digits -> 1200 train / 300 test: screens of 16 and 64 items fit (stages <= half)
+DATA = DataSpec("digits", limit=1500)
+
+
+def _cfg(schedule: str, **kw: Any) -> EstimateConfig:
+    base: dict[str, Any] = dict(
+        model="small-cnn",
+        data=DATA,
+        batch_sizes=(8, 16, 32),
+        seeds=(0, 1, 2),
+        target_accuracy=0.85,
+        max_samples=3_000,
+        eval_every_samples=64,
+        eval_schedule=schedule,
+        screen_samples=16,
+    )
+    base.update(kw)
+    return EstimateConfig(**base)
+
+
+def _run(cfg: EstimateConfig, work: Optional[Path], **kw: Any) -> Any:
+    return estimate(cfg, cache_dir=work, torch_device="cpu", progress=False, threads=1, **kw)
+
+
+def _records(work: Path) -> dict[str, dict[str, Any]]:
+    return {n: json.loads(p.read_text()) for n, p in run_files(work).items()}
+
+
+def test_sparse_n_equals_dense_n_on_real_runs(tmp_path: Path) -> None:
+    dense = _run(_cfg("dense"), tmp_path / "d")
+    sparse = _run(_cfg("sparse"), tmp_path / "s")
+    assert sparse.samples_to_target == dense.samples_to_target
+    assert all(n is not None for runs in dense.samples_to_target.values() for n in runs)
+    recs = _records(tmp_path / "s")
+    evals = [r["eval"] for r in recs.values()]
+    assert all(e["schedule"] == "sparse" for e in evals)
+    # it did evaluate less: fewer whole-split evaluations than dense's grid points
+    dense_points = sum(len(r["curve"]) for r in _records(tmp_path / "d").values())
+    assert sum(e["full_evals"] for e in evals) < dense_points
+    assert sum(e["screened_items"] for e in evals) > 0
+    assert any(e["replayed_samples"] > 0 for e in evals)  # far jumps were taken
+    assert all(r["eval"] == {"schedule": "dense"} for r in _records(tmp_path / "d").values())
+    assert sparse.extra["config"]["eval_schedule"] == "sparse"
+    assert dense.extra["config"]["eval_schedule"] == "dense"
+
+
+def test_reference_runs_give_dense_reference_and_stop(tmp_path: Path) -> None:
+    kw: dict[str, Any] = dict(
+        batch_sizes=(8, 32),
+        seeds=(0, 1),
+        target_accuracy=None,
+        target_fraction=0.95,
+        max_samples=4_000,
+        plateau_patience=3,
+    )
+    dense = _run(_cfg("dense", **kw), tmp_path / "d")
+    sparse = _run(_cfg("sparse", **kw), tmp_path / "s")
+    t_d, t_s = dense.extra["target"], sparse.extra["target"]
+    assert t_s["reference_best_per_seed"] == t_d["reference_best_per_seed"]
+    assert sparse.target_accuracy == dense.target_accuracy
+    assert sparse.samples_to_target == dense.samples_to_target
+    d, s = _records(tmp_path / "d"), _records(tmp_path / "s")
+    for name in ("b32-seed0.json", "b32-seed1.json"):
+        assert (s[name]["stop"], s[name]["samples_trained"]) == (
+            d[name]["stop"],
+            d[name]["samples_trained"],
+        )
+    assert any(d[n]["stop"] == "plateau" for n in ("b32-seed0.json", "b32-seed1.json"))
+
+
+def test_sparse_and_dense_runs_are_apart_in_the_cache(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    small: dict[str, Any] = dict(batch_sizes=(16,), seeds=(0,))
+    dense_cfg, sparse_cfg = _cfg("dense", **small), _cfg("sparse", **small)
+    # a dense run's key is what it was before schedules existed: caches stay valid
+    assert "eval_schedule" not in fingerprint(dense_cfg)
+    assert fingerprint(sparse_cfg)["eval_schedule"] == "sparse"
+    logs: list[str] = []
+    _run(dense_cfg, work, log=logs.append)
+    _run(sparse_cfg, work, log=logs.append)
+    assert not any("reused" in m for m in logs)
+    assert len(list(work.glob("estimate-run/*/value.json"))) == 2
+    _run(sparse_cfg, work, log=logs.append)
+    _run(dense_cfg, work, log=logs.append)
+    assert sum("reused 1" in m for m in logs) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--eval-every", "4096"], "coarser than the sample budget"),
+        (["--screen-samples", "5000"], "larger than the 150 held-out samples"),
+        (["--screen-samples", "200", "--eval-max-samples", "100"], "larger than the 100"),
+    ],
+)
+def test_bad_schedule_settings_are_one_line_exit_2(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["estimate", "--model", "small-cnn", "--dataset", "digits", "--limit", "600"]
+    args += ["--torch-device", "cpu", "--no-progress", "--batch-sizes", "8,16"]
+    args += ["--seeds", "1", "--target-accuracy", "0.8", "--max-samples", "2000"]
+    assert main([*args, *extra, "-o", str(tmp_path / "e.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and message in err[-1], err
+
+
+def test_config_rejects_unknown_schedule() -> None:
+    with pytest.raises(UndercapError, match="use dense or sparse"):
+        _cfg("sometimes").validate()
+
+
+# --- the schedule's logic on scripted curves (no torch) --------------------------------
+def test_stages_margin_and_next_look() -> None:
+    assert stages(256, 2500) == (256, 1024)
+    assert stages(256, 300) == ()  # a screen over half the split saves too little
+    # z standard errors of a subset mean, finite population corrected (Cochran 1977)
+    assert math.isclose(margin(0.8, 100, 10**9, 4.0), 4 * math.sqrt(0.16 / 100), rel_tol=1e-6)
+    assert margin(0.3, 100, 10**9, 1.0) == pytest.approx(0.05)  # p(1-p) at most 1/4
+    assert margin(0.8, 500, 500, 4.0) == 0.0  # the whole split: no sampling error
+    assert next_look(128, 128, 1.5) == 256 and next_look(1024, 128, 1.5) == 1536
+    assert next_look(1000, 64, 1.5) == 1536
+
+
+class _Scripted:
+    """The Trainer surface run_sparse uses, with a scripted accuracy curve; a screen
+    returns the curve's value shifted by `noise(samples, m)`."""
+
+    def __init__(
+        self, acc: Callable[[int], float], b: int, target: Optional[float], noise: Any
+    ) -> None:
+        self.acc, self.b, self.noise = acc, b, noise
+        self.cfg = SimpleNamespace(eval_every_samples=64, max_samples=6_400, target_accuracy=target)
+        self.samples, self.curve, self.samples_to_target = 0, [], None
+        self.train_wall_s = self.eval_wall_s = 0.0
+        self.eval_items, self.stop, self.trained = 4_000, False, 0
+
+    @property
+    def done(self) -> bool:
+        return self.samples_to_target is not None or self.samples >= self.cfg.max_samples
+
+    def step(self) -> None:
+        self.samples += self.b
+        self.trained += self.b
+
+    def eval_due(self, before: int) -> bool:
+        every = self.cfg.eval_every_samples
+        return self.samples // every > before // every or self.samples >= self.cfg.max_samples
+
+    def screen(self, m: int) -> float:
+        return self.acc(self.samples) + self.noise(self.samples, m)
+
+    def evaluate(self) -> None:
+        a = self.acc(self.samples)
+        self.curve.append(SimpleNamespace(samples=self.samples, accuracy=a))
+        target = self.cfg.target_accuracy
+        if target is not None and a >= target and self.samples_to_target is None:
+            self.samples_to_target = self.samples
+
+    def state_dict(self) -> dict[str, Any]:
+        keys = ("samples", "curve", "samples_to_target", "train_wall_s", "eval_wall_s")
+        return {k: getattr(self, k) for k in keys}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, list(v) if k == "curve" else v)
+
+
+def _wobbly(s: int) -> float:
+    """Rises, touches 0.6 at 3008-3100 (a grid point for every b here), dips, and
+    stays above from 3600 on."""
+    base = 0.2 + 0.4 * s / 3_600
+    return max(0.61 if 3_008 <= s <= 3_100 else 0.0, min(base, 0.59) if s < 3_600 else base)
+
+
+def _dense_n(acc: Callable[[int], float], b: int, target: float) -> Optional[int]:
+    t = _Scripted(acc, b, target, lambda s, m: 0.0)
+    while not t.done:
+        before = t.samples
+        t.step()
+        if t.eval_due(before):
+            t.evaluate()
+    return t.samples_to_target
+
+
+PARAMS = SparseParams(screen_samples=256, z=4.0, growth=1.5, far_gap=0.05, jumps=True)
+
+
+@pytest.mark.parametrize("b", [8, 64, 256])
+@pytest.mark.parametrize("jumps", [True, False])
+def test_scripted_first_crossing_is_dense(b: int, jumps: bool) -> None:
+    """The first crossing is a one-interval touch before a dip: dense reports it, and
+    so must the sparse schedule (screens that err within their margin included)."""
+    params = SparseParams(256, 4.0, 1.5, 0.05, jumps)
+    want = _dense_n(_wobbly, b, 0.6)
+    assert want is not None and want < 3_600
+    t = _Scripted(_wobbly, b, 0.6, lambda s, m: (-1) ** (s // 64) * 0.9 * margin(0.6, m, 4000, 4))
+    stats = run_sparse(t, 0.6, None, params)
+    assert (stats.stop, t.samples_to_target) == ("target", want)
+    assert stats.full_evals < len(range(64, want + 1, max(b, 64)))
+    if jumps and b < 256:
+        assert stats.replayed_samples > 0 and t.trained > want
+
+
+def test_scripted_reference_run_plateau_is_dense() -> None:
+    """Reference runs: the best accuracy and the plateau stop of dense."""
+
+    def acc(s: int) -> float:  # rises to 0.7, wobbles, then falls well below (diverges)
+        wobble = 0.01 if (s // 64) % 3 == 0 else 0.0
+        return min(0.2 + s / 4_000, 0.7) - wobble - (0.3 if s > 2_400 else 0.0)
+
+    dense = _Scripted(acc, 32, None, lambda s, m: 0.0)
+    best, since = -1.0, 0
+    while not dense.done:
+        before = dense.samples
+        dense.step()
+        if dense.eval_due(before):
+            dense.evaluate()
+            a = dense.curve[-1].accuracy
+            best, since = (a, 0) if a > best else (best, since + 1)
+            if since >= 8:
+                break
+    t = _Scripted(acc, 32, None, lambda s, m: 0.0)
+    stats = run_sparse(t, None, 8, PARAMS)
+    assert stats.stop == "plateau" and t.samples == dense.samples
+    assert max(p.accuracy for p in t.curve) == best
+    assert stats.full_evals < len(dense.curve)
