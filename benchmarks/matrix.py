@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import statistics
@@ -93,6 +94,9 @@ def estimate_all(mod: M.Modality, names: list[str], args, cache, weights):  # ty
     effs = {}
     for name in names:
         cfg = M.estimate_config(M.DATASETS[name], args.data_dir, weights, range(args.seeds))
+        # dense curves: matrix_race.py replays every curve point (issue 34: the sparse
+        # schedule keeps only the points it evaluated); dense keeps the cache keys too
+        cfg = dataclasses.replace(cfg, eval_schedule="dense")
         t0 = time.monotonic()
         effs[name] = estimate(cfg, cache_dir=cache.root, jobs=args.jobs, torch_device="cpu",
                               progress=False, threads=1, log=lambda _m: None)  # fmt: skip

@@ -177,12 +177,13 @@ class _Scripted:
     def screen(self, m: int) -> float:
         return self.acc(self.samples) + self.noise(self.samples, m)
 
-    def evaluate(self) -> None:
+    def evaluate(self) -> Any:
         a = self.acc(self.samples)
         self.curve.append(SimpleNamespace(samples=self.samples, accuracy=a))
         target = self.cfg.target_accuracy
         if target is not None and a >= target and self.samples_to_target is None:
             self.samples_to_target = self.samples
+        return self.curve[-1]
 
     def state_dict(self) -> dict[str, Any]:
         keys = ("samples", "curve", "samples_to_target", "train_wall_s", "eval_wall_s")
@@ -215,16 +216,19 @@ PARAMS = SparseParams(screen_samples=256, z=4.0, growth=1.5, far_gap=0.05, jumps
 
 @pytest.mark.parametrize("b", [8, 64, 256])
 @pytest.mark.parametrize("jumps", [True, False])
-def test_scripted_first_crossing_is_dense(b: int, jumps: bool) -> None:
+@pytest.mark.parametrize("items", [4_000, 300])  # 300: no screen fits, whole evaluations
+def test_scripted_first_crossing_is_dense(b: int, jumps: bool, items: int) -> None:
     """The first crossing is a one-interval touch before a dip: dense reports it, and
     so must the sparse schedule (screens that err within their margin included)."""
     params = SparseParams(256, 4.0, 1.5, 0.05, jumps)
     want = _dense_n(_wobbly, b, 0.6)
     assert want is not None and want < 3_600
-    t = _Scripted(_wobbly, b, 0.6, lambda s, m: (-1) ** (s // 64) * 0.9 * margin(0.6, m, 4000, 4))
+    t = _Scripted(_wobbly, b, 0.6, lambda s, m: (-1) ** (s // 64) * 0.9 * margin(0.6, m, items, 4))
+    t.eval_items = items
     stats = run_sparse(t, 0.6, None, params)
     assert (stats.stop, t.samples_to_target) == ("target", want)
-    assert stats.full_evals < len(range(64, want + 1, max(b, 64)))
+    if jumps or items > 300:  # else nothing to save: every point is a whole evaluation
+        assert stats.full_evals < len(range(64, want + 1, max(b, 64)))
     if jumps and b < 256:
         assert stats.replayed_samples > 0 and t.trained > want
 

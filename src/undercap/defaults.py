@@ -135,3 +135,5 @@ ESTIMATE_SCREEN_Z = 4.0
 ESTIMATE_SPARSE_GROWTH = 1.5
 #: "far": a screen shows the accuracy below target - this gap (with the margin)
 ESTIMATE_SPARSE_FAR_GAP = 0.05
+#: held-out samples per forward pass in a sparse run's evaluations (dense keeps 512)
+ESTIMATE_SPARSE_EVAL_BATCH = 128

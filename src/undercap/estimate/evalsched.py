@@ -19,15 +19,16 @@ reports the same grid point while evaluating the whole split at only a few:
   is ruled out with probability at most Phi(-z) per look (3e-5 at z = 4, normal
   approximation). Every point not ruled out is evaluated on the whole split, the
   value stored on the curve; N(b) is read from those values only.
-* Far jumps (CPU only). While a screen shows the run clearly below the target minus
-  `far_gap`, the next look is `growth` times later, and an in-memory checkpoint
-  (Trainer.state_dict) is kept at every such look. The first look that is not
-  clearly far restores the last checkpoint and screens every grid point from there
-  (replay: CPU training is bit-for-bit repeatable at a fixed thread count, so the
-  replayed grid points are the dense run's). The one assumption: between two looks
-  both clearly `far_gap` below the target the accuracy did not touch it. CUDA
-  training is not repeatable (without deterministic kernels), so there the run
-  screens every grid point from the start: no jumps, no replay.
+* Far jumps (CPU only). While a look (screens, then the whole split where they
+  cannot tell) shows the run below the target minus `far_gap`, the next look is
+  `growth` times later, and an in-memory checkpoint (Trainer.state_dict) is kept at
+  every such look. The first look that is not far restores the last checkpoint and
+  screens every grid point from there (replay: CPU training is bit-for-bit
+  repeatable at a fixed thread count, so the replayed grid points are the dense
+  run's); a screen there that shows the run far again resumes the jumps. The one
+  assumption: between two looks both `far_gap` below the target the accuracy did
+  not touch it. CUDA training is not repeatable (without deterministic kernels), so
+  there the run screens every grid point from the start: no jumps, no replay.
 * Reference runs (--target-fraction, no target yet) screen every grid point against
   their best-so-far: a point ruled out is "no new best" for the plateau count, every
   other is evaluated, so the best accuracy and the plateau stop are dense's.
@@ -92,16 +93,19 @@ def next_look(samples: int, every: int, growth: float) -> int:
     return int(math.ceil(want / every)) * every
 
 
-def below(trainer: Any, threshold: float, sizes: tuple[int, ...], z: float) -> tuple[bool, int]:
-    """Whether screens show the whole-split metric is below `threshold` (with the
-    margin), and how many items they scored."""
-    n, scored = trainer.eval_items, 0
+def below(
+    trainer: Any, threshold: float, sizes: tuple[int, ...], z: float, far: float = -1.0
+) -> tuple[bool, bool, int]:
+    """Whether screens show the whole-split metric below `threshold` (with the
+    margin), whether one showed it below `far` too, and how many items they scored."""
+    n, scored, is_far = trainer.eval_items, 0, False
     for m in sizes:
         acc = trainer.screen(m)
         scored += m
+        is_far = is_far or acc + margin(far, m, n, z) < far
         if acc + margin(threshold, m, n, z) < threshold:
-            return True, scored
-    return False, scored
+            return True, is_far, scored
+    return False, is_far, scored
 
 
 @dataclass
@@ -127,7 +131,7 @@ def run_sparse(
 
 def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
     tally, sizes = _Tally(), stages(params.screen_samples, tr.eval_items)
-    far = params.jumps and bool(sizes)
+    far = params.jumps
     check = _snapshot(tr) if far else None
     check_at = prev_due = look_at = 0
     every, budget = tr.cfg.eval_every_samples, tr.cfg.max_samples
@@ -141,9 +145,7 @@ def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
         if far:
             if due < look_at and not at_end:
                 continue
-            tally.looks += 1
-            ruled_out, n = below(tr, target - params.far_gap, sizes[:1], params.z)
-            tally.screened += n
+            ruled_out, evaluated = _far(tr, target - params.far_gap, sizes[:2], params.z, tally)
             if ruled_out and not at_end:
                 check, check_at = _snapshot(tr), due
                 look_at = next_look(due, every, params.growth)
@@ -154,24 +156,52 @@ def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
                 _restore(tr, check)
                 prev_due = check_at
                 continue
-        _look(tr, target, sizes, params.z, tally, force=at_end)
+            if evaluated:  # the far look was this point's whole evaluation
+                continue
+        far_again = _look(tr, target, sizes, params.z, tally, at_end, target - params.far_gap)
+        if far_again and params.jumps and not at_end:  # fell back far: jump again
+            far, check, check_at = True, _snapshot(tr), due
+            look_at = next_look(due, every, params.growth)
     return tally.stats("target" if tr.samples_to_target is not None else "budget")
 
 
-def _look(
-    tr: Any, threshold: float, sizes: tuple[int, ...], z: float, tally: _Tally, force: bool
-) -> bool:
-    """Screen one grid point against `threshold`, evaluate it on the whole split
-    unless ruled out (always at the end of the budget); True if evaluated."""
+def _far(
+    tr: Any, threshold: float, sizes: tuple[int, ...], z: float, tally: _Tally
+) -> tuple[bool, bool]:
+    """A far look: screens, then, where they cannot tell (or no screen fits the
+    split), a whole evaluation: exact, kept on the curve (a replay rolls the curve
+    back with the rest of the state). (ruled out, evaluated on the whole split)."""
     tally.looks += 1
-    if not force and sizes:
-        ruled_out, n = below(tr, threshold, sizes, z)
+    if sizes:
+        ruled_out, _, n = below(tr, threshold, sizes, z)
         tally.screened += n
         if ruled_out:
-            return False
+            return True, False
+    tally.full += 1
+    return bool(tr.evaluate().accuracy < threshold), True
+
+
+def _look(
+    tr: Any,
+    threshold: float,
+    sizes: tuple[int, ...],
+    z: float,
+    tally: _Tally,
+    force: bool,
+    far: float = -1.0,
+) -> bool:
+    """Screen one grid point against `threshold`, evaluate it on the whole split
+    unless ruled out (always at the end of the budget); True if a screen showed it
+    below `far` as well (the run fell back far from the target)."""
+    tally.looks += 1
+    if not force and sizes:
+        ruled_out, is_far, n = below(tr, threshold, sizes, z, far)
+        tally.screened += n
+        if ruled_out:
+            return is_far
     tr.evaluate()
     tally.full += 1
-    return True
+    return False
 
 
 def _reference(tr: Any, patience: Optional[int], params: SparseParams) -> SparseStats:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
@@ -125,6 +126,7 @@ def run_job(job: Job) -> dict[str, Any]:
         loss=job.loss,
         metric=job.metric,
         recipe=job.recipe,
+        eval_batch_size=512 if job.sparse is None else defaults.ESTIMATE_SPARSE_EVAL_BATCH,
     )
     bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)
     on_step, on_eval = _hooks(bar, None if job.sparse else job.plateau_patience)

@@ -74,6 +74,10 @@ class LoopConfig:
     # Deterministic torch while training (deterministic_torch): a resumed run then
     # equals the uninterrupted one on CUDA too, at the cost of slower kernels
     deterministic: bool = False
+    # Held-out samples per forward pass when evaluating. 512 is the historical value
+    # (dense estimates keep it: their float sums stay as cached); 128 is ~1.8x faster
+    # per sample for the small CNN on a CPU (cache-sized activations; issue 34)
+    eval_batch_size: int = 512
 
 
 @dataclass(frozen=True)
@@ -261,6 +265,7 @@ class Trainer:
             self._x_eval,
             self._y_eval,
             objective=self.objective,
+            batch_size=self.cfg.eval_batch_size,
             device=self.torch_device,
         )
         self.eval_wall_s += time.perf_counter() - t0

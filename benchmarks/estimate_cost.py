@@ -1,0 +1,197 @@
+"""Benchmark: what an estimate spends evaluating, dense vs sparse (issue 34), side by
+side in one run.
+
+Jobs (every run on the CPU, one torch thread, one job at a time):
+
+* cifar: the issue's job, `undercap estimate --model small-cnn --dataset
+  npz:images/cifar10-quarter-a.npz --batch-sizes 16..128 --seeds 1
+  --target-accuracy 0.4 --max-samples 60000 --threads 1` (the whole 2500-image
+  held-out split every 128 samples under dense).
+* image: the proxy-sensitivity matrix's image job (benchmarks/matrix_data.py,
+  dataset cifar-a: small CNN, 4000 train images, 500 held-out, every 512 samples,
+  target 0.40, b = 16..256), seed 0 only (the matrix runs 3).
+* text: the matrix's text job (dataset shakespeare: the char transformer
+  pre-trained on WikiText-2, 9000 windows, 300 held-out, every 256 samples, target
+  0.36, b = 16..128), seed 0 only. Pre-training is cached and not timed.
+
+Each job runs dense, then sparse, then (with --repeats 2) again in that order:
+alternating, so the machine's load drifts over both alike. Nothing is reused
+(no work dir). For each: wall time of the estimate, the evaluation share (seconds
+the runs spent evaluating over the seconds the runs took), and N(b) per (b, seed);
+sparse must report dense's grid point (or within 2%).
+
+    .venv/bin/python benchmarks/estimate_cost.py            # ~20-40 min on 2 cores
+    .venv/bin/python benchmarks/estimate_cost.py --jobs cifar
+Writes benchmarks/results/estimate_cost.md and estimate_cost.json. Skips (exit 0)
+without the shared data (../shared/data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+OUT = REPO / "benchmarks" / "results"
+JOBS = ("cifar", "image", "text")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
+    p.add_argument("--repeats", type=int, default=1, help="dense/sparse pairs per job")
+    p.add_argument("--out", type=Path, default=OUT)
+    return p.parse_args(argv)
+
+
+def configs(name: str, data_dir: Path) -> Any:
+    """The job's EstimateConfig (dense schedule; sparse is a replace of it)."""
+    import matrix_data as M
+
+    from undercap.data.spec import DataSpec
+    from undercap.estimate import EstimateConfig
+
+    if name == "cifar":
+        spec = DataSpec("npz:images/cifar10-quarter-a.npz", data_dir=str(data_dir))
+        return EstimateConfig(
+            model="small-cnn",
+            data=spec,
+            batch_sizes=(16, 32, 64, 128),
+            seeds=(1,),
+            target_accuracy=0.4,
+            max_samples=60_000,
+            eval_schedule="dense",
+        )
+    ds = M.DATASETS["cifar-a" if name == "image" else "shakespeare"]
+    mod = M.MODALITIES[ds.modality]
+    from undercap.artifacts.cache import Cache
+
+    weights = M.pretrained_weights(mod, data_dir, Cache(M.DEFAULT_CACHE))
+    cfg = M.estimate_config(ds, data_dir, weights, (0,))
+    return dataclasses.replace(cfg, eval_schedule="dense")
+
+
+def measure(cfg: Any) -> dict[str, Any]:
+    """One estimate, nothing reused: its wall time, evaluation share and N(b)."""
+    from undercap.estimate import estimate
+
+    t0 = time.perf_counter()
+    eff = estimate(cfg, cache_dir=None, torch_device="cpu", progress=False, threads=1,
+                   log=lambda _m: None)  # fmt: skip
+    wall = time.perf_counter() - t0
+    cost = eff.extra["cost"]
+    return {
+        "schedule": cfg.eval_schedule,
+        "wall_s": wall,
+        "runs_wall_s": cost["wall_s"],
+        "train_wall_s": cost["train_wall_s"],
+        "eval_wall_s": cost["eval_wall_s"],
+        "eval_share": cost["eval_wall_s"] / cost["wall_s"],
+        "n": {str(b): list(runs) for b, runs in eff.samples_to_target.items()},
+        "curve_points": sum(len(c) for s in eff.extra["curves"].values() for c in s.values()),
+    }
+
+
+def same_n(dense: dict[str, Any], sparse: dict[str, Any]) -> bool:
+    """Sparse's N(b) is dense's: the same grid point, or within 2%."""
+    for b, runs in dense["n"].items():
+        for i, a in enumerate(runs):
+            c = sparse["n"][b][i]
+            if (a is None) != (c is None) or (a is not None and abs(a - c) > 0.02 * a):
+                return False
+    return True
+
+
+def run_job(name: str, data_dir: Path, repeats: int) -> dict[str, Any]:
+    dense_cfg = configs(name, data_dir)
+    sparse_cfg = dataclasses.replace(dense_cfg, eval_schedule="sparse")
+    pairs = []
+    for i in range(repeats):
+        d = measure(dense_cfg)
+        print(
+            f"  {name} #{i} dense: {d['wall_s']:.0f} s, eval {d['eval_share']:.0%}", file=sys.stderr
+        )
+        s = measure(sparse_cfg)
+        print(
+            f"  {name} #{i} sparse: {s['wall_s']:.0f} s, eval {s['eval_share']:.0%}",
+            file=sys.stderr,
+        )
+        pairs.append({"dense": d, "sparse": s, "same_n": same_n(d, s)})
+    return {"job": name, "pairs": pairs}
+
+
+def _n_text(d: dict[str, Any], s: dict[str, Any]) -> str:
+    parts = []
+    for b, runs in d["n"].items():
+        for i, a in enumerate(runs):
+            c = s["n"][b][i]
+            parts.append(f"{b}: {a}" + ("" if a == c else f" / {c}"))
+    return ", ".join(parts)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    rows = [
+        "| job | pair | dense wall | sparse wall | wall ratio | dense eval share | "
+        "sparse eval share | curve points dense / sparse | N(b) (dense / sparse where "
+        "they differ) | same N(b) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for res in results:
+        for i, p in enumerate(res["pairs"]):
+            d, s = p["dense"], p["sparse"]
+            rows.append(
+                f"| {res['job']} | {i} | {d['wall_s']:.1f} s | {s['wall_s']:.1f} s | "
+                f"{d['wall_s'] / s['wall_s']:.1f}x | {d['eval_share']:.1%} | "
+                f"{s['eval_share']:.1%} | {d['curve_points']} / {s['curve_points']} | "
+                f"{_n_text(d, s)} | {'yes' if p['same_n'] else 'NO'} |"
+            )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not args.data_dir.is_dir():
+        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
+        return 0
+    import torch
+
+    torch.set_num_threads(1)
+    t0 = time.monotonic()
+    names = [n.strip() for n in args.jobs.split(",") if n.strip()]
+    results = [run_job(n, args.data_dir, args.repeats) for n in names]
+    ratios = [p["dense"]["wall_s"] / p["sparse"]["wall_s"] for r in results for p in r["pairs"]]
+    text = "\n".join([
+        "# Estimate cost: dense vs sparse evaluation (issue 34)",
+        "",
+        "Wall time of `estimate` (CPU, 1 torch thread, nothing reused), the share of the "
+        "runs' seconds spent evaluating, and N(b) per (b, seed), dense and sparse side by "
+        "side (dense first, alternating). Jobs: benchmarks/estimate_cost.py's docstring. "
+        "Sparse (estimate/evalsched.py): subset screens with a binomial margin "
+        "(z = 4), far jumps with checkpoint replay, whole-split evaluation near the target.",
+        "",
+        table(results),
+        "",
+        f"Median wall ratio {statistics.median(ratios):.1f}x. Benchmark wall time "
+        f"{time.monotonic() - t0:.0f} s on a shared 2-core machine. Reproduce: "
+        f"`.venv/bin/python benchmarks/estimate_cost.py --jobs {','.join(names)}"
+        f" --repeats {args.repeats}`.",
+        "",
+    ])  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "estimate_cost.md").write_text(text)
+    (args.out / "estimate_cost.json").write_text(json.dumps(results, indent=1) + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
