@@ -18,7 +18,8 @@ Each finished (b, seed) run is kept in the cache (artifacts.cache, kind
 "estimate-run", keyed by everything that fixes its trajectory: estimate.config), so
 re-running an interrupted or extended estimate reuses every finished run.
 
-Layout: config.py (what is asked), runs.py (one run), aggregate.py (runs -> artifact),
+Layout: config.py (what is asked), runs.py (one run), evalsched.py (the sparse
+evaluation schedule: dense's N(b) for a fraction of the evaluations), aggregate.py (runs -> artifact),
 pretrain.py (the weights every run starts from), ray_executor.py (runs as Ray tasks on
 a local Ray or a cluster: executor="ray", imported only then).
 """

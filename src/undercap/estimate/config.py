@@ -51,11 +51,15 @@ class EstimateConfig:
             `factory(optimizer=, steps_per_epoch=, max_steps=)`.
         train_step: Import path of your training step
             `fn(model=, x=, y=, optimizer=, loss_fn=)`.
-        eval_schedule: "sparse" (estimate/evalsched.py: screens on a held-out subset,
-            far jumps with replay on the CPU; dense's N(b) for a fraction of the
-            evaluations) or "dense" (the whole split at every grid point: every curve
-            point, for studies that replay curves, e.g. benchmarks/matrix.py).
-        screen_samples: Sparse: the first screen's subset size; None: the default.
+        eval_schedule: "sparse": each grid point is screened on a random subset of
+            the held-out split and evaluated whole only where the screen cannot rule
+            the target out; far from the target (on the CPU) the run jumps ahead and
+            replays from an in-memory checkpoint. Same N(b) as "dense" for a fraction
+            of the evaluations; the curve holds only the points evaluated whole.
+            "dense": the whole split at every grid point (every curve point, for
+            studies that replay curves).
+        screen_samples: Sparse: held-out samples of the first screen (later ones x4);
+            None: 256.
     """
 
     model: str
