@@ -214,14 +214,20 @@ def test_run_passes_deterministic_to_device_training() -> None:
     """`run --deterministic` (and `compare`'s, same options): device training gets it."""
     from undercap.cli import build_parser
     from undercap.cli.recipes import _setup
+    from undercap.train.cap import NO_CAP
 
     base = ["run", "--device", "sim:jetson-nano", "--model", "small-cnn", "--proxy", "digits",
             "--target", "digits", "--power-limit", "4", "--target-accuracy", "0.9",
             "-o", "out"]  # fmt: skip
     parser = build_parser()
-    assert _setup(parser.parse_args(base)).train_kwargs()["deterministic"] is False
-    args = parser.parse_args([*base, "--deterministic"])
-    assert _setup(args).train_kwargs()["deterministic"] is True
+
+    def spec(args):  # the TrainSpec of a device run of this setup
+        return _setup(args).train_spec(
+            "small-cnn", 32, target_accuracy=0.9, freq_mhz=None, cap=NO_CAP, seed=0
+        )
+
+    assert spec(parser.parse_args(base)).deterministic is False
+    assert spec(parser.parse_args([*base, "--deterministic"])).deterministic is True
 
 
 def test_deterministic_op_missing_is_one_error_line() -> None:
@@ -254,7 +260,8 @@ def test_a_selection_made_with_deterministic_trains_deterministic(tmp_path):
         sel = Selection("ours", 32, 900.0, 1e-4, 3.0, 3.5, "small-cnn", "sim", True)
         path = save_selection(tmp_path / "sel.json", dataclasses.replace(sel, training=training))
         base = ["train", "--from-selection", str(path), "--target-accuracy", "0.9"]
-        return _resolve(build_parser().parse_args([*base, *flags]))["deterministic"]
+        spec, _ = _resolve(build_parser().parse_args([*base, *flags]))
+        return spec.deterministic
 
     assert resolved({"deterministic": True}) is True
     assert resolved({}) is False and resolved({}, "--deterministic") is True

@@ -177,6 +177,17 @@ def add_schedule_args(p: Any) -> None:
     )
 
 
+def cap_of(args: argparse.Namespace, *, default_w: Optional[float] = None) -> Any:
+    """The run's one cap (train/cap.py) from --power-limit (a FixedCap, None: not
+    given), --power-schedule or --power-source, at most one of them; none given: a
+    fixed `default_w` (a selection's limit; None: no cap)."""
+    from undercap.train.cap import FixedCap, cap_from
+
+    if args.power_limit is None and not (args.power_schedule or args.power_source):
+        return FixedCap(default_w)
+    return cap_from(args.power_limit, args.power_schedule, args.power_source, args.poll_s)
+
+
 def add_device_args(
     p: argparse.ArgumentParser, *, default: Optional[str] = defaults.DEVICE
 ) -> None:

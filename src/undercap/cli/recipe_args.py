@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from undercap import defaults
 from undercap.cli import rules as R
@@ -28,6 +28,13 @@ def power_limit(text: str) -> Optional[float]:
     if text.strip().lower() in ("none", "no", "off", "inf"):
         return None
     return positive_float(text)
+
+
+def fixed_cap(text: str) -> Any:
+    """--power-limit: '5' -> a 5 W cap, 'none' -> no cap (train/cap.FixedCap)."""
+    from undercap.train.cap import FixedCap
+
+    return FixedCap(power_limit(text))
 
 
 def power_limits(text: str) -> list[Optional[float]]:

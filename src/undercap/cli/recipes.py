@@ -13,12 +13,13 @@ from undercap.cli.common import (
     add_device_args,
     add_objective_choice,
     add_schedule_args,
+    cap_of,
     fraction,
     objective_kwargs,
     training_exit_code,
 )
 from undercap.cli.estimate import seeds_arg
-from undercap.cli.recipe_args import add_data_args, add_training_args, power_limit, power_limits
+from undercap.cli.recipe_args import add_data_args, add_training_args, fixed_cap, power_limits
 from undercap.cli.rules import add_rule_args
 
 
@@ -35,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     R.add_proxy_arg(r, required=False)
     r.add_argument(
         "--power-limit",
-        type=power_limit,
-        default=False,
+        type=fixed_cap,
+        default=None,
         metavar="W",
         help="power limit in W, or 'none' (required unless --power-schedule/--power-source)",
     )
@@ -195,24 +196,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
     if args.rule == "gns" and not args.gns_check:
         raise UndercapError("--rule gns needs the noise-scale probe; drop --no-gns-check")
-    changing = args.power_schedule or args.power_source
-    if (args.power_limit is False) == (not changing):
+    if args.power_limit is None and not (args.power_schedule or args.power_source):
         raise UndercapError("give --power-limit W (or none), or --power-schedule/--power-source")
     cfg = RunConfig(
         device=args.device,
         model=args.model,
         **R.proxy_fields(args),
         target=_spec(args, "target", args.target),
-        power_limit_w=None if args.power_limit is False else args.power_limit,
+        power_limit_w=None,  # the cap is one value (train/cap.py) from one of three flags:
+        cap=cap_of(args),
         setup=_setup(args),
         target_accuracy=args.target_accuracy,
         proxy_accuracy=args.proxy_accuracy,
         proxy_fraction=args.proxy_fraction,
         objective=args.objective,
         energy_budget_j=args.energy_budget_j,
-        power_schedule=args.power_schedule,
-        power_source=args.power_source,
-        poll_s=args.poll_s,
         estimate_seeds=tuple(args.estimate_seeds or (0, 1, 2)),
         seed=args.seed,
         profile=args.profile,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from undercap import defaults
 from undercap.cli.common import (
@@ -21,6 +21,7 @@ from undercap.cli.common import (
     add_objective_choice,
     add_schedule_args,
     add_task_arg,
+    cap_of,
     fraction,
     positive_float,
     positive_int,
@@ -204,12 +205,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _resolve(args: argparse.Namespace) -> dict[str, Any]:
-    """Every training setting: explicit flags win, then the selection's (its choice and
-    its training block: how the run it came from trained), then the defaults."""
+def _resolve(args: argparse.Namespace) -> tuple[Any, Optional[dict[str, Any]]]:
+    """The run's TrainSpec (every training setting: explicit flags win, then the
+    selection's choice and its training block, how the run it came from trained, then
+    the defaults) and the data the selection's run trained on (None: none)."""
     from undercap import defaults
     from undercap.artifacts.selection import load_selection
     from undercap.errors import ArtifactError, UndercapError
+    from undercap.train.spec import TrainSpec
 
     sel = load_selection(args.from_selection) if args.from_selection else None
     t = sel.training if sel else {}
@@ -221,52 +224,55 @@ def _resolve(args: argparse.Namespace) -> dict[str, Any]:
     def pick(flag: Any, key: str, default: Any = None) -> Any:
         return flag if flag is not None else t.get(key, default)
 
-    out = {
-        "model": args.model or (sel.model if sel else None) or t.get("model"),
-        "batch_size": args.batch_size or (sel.batch_size if sel else None),
+    model = args.model or (sel.model if sel else None) or t.get("model")
+    batch_size = args.batch_size or (sel.batch_size if sel else None)
+    for value, flag in ((model, "--model"), (batch_size, "--batch-size")):
+        if value is None:
+            raise UndercapError(f"{flag} is required (or --from-selection)")
+    target = pick(args.target_accuracy, "target_accuracy")
+    if target is None:
+        raise UndercapError("--target-accuracy is required (or a selection written by `run`)")
+    spec = TrainSpec(
+        model=model,
+        batch_size=batch_size,
+        target_accuracy=target,
         # a read-only selection observed its clock: train at the clocks as found
-        "freq_mhz": args.freq_mhz or (sel.lock_mhz() if sel else None),
-        "batch_ladder": sel.batch_ladder() if sel else (),
-        "power_limit_w": args.power_limit if args.power_limit else (sel and sel.power_limit_w),
-        "base_lr": pick(args.lr, "base_lr"),
-        "max_batch_size": pick(args.max_batch_size, "max_batch_size"),
-        "pretrained": pick(args.pretrained, "pretrained"),
-        "max_samples": pick(args.max_samples, "max_samples", defaults.TRAIN_MAX_SAMPLES),
-        "eval_every": pick(
+        freq_mhz=args.freq_mhz or (sel.lock_mhz() if sel else None),
+        cap=cap_of(args, default_w=sel.power_limit_w if sel else None),
+        batch_ladder=sel.batch_ladder() if sel else (),
+        base_lr=pick(args.lr, "base_lr"),
+        max_batch_size=pick(args.max_batch_size, "max_batch_size"),
+        pretrained=pick(args.pretrained, "pretrained"),
+        max_samples=pick(args.max_samples, "max_samples", defaults.TRAIN_MAX_SAMPLES),
+        eval_every_samples=pick(
             args.eval_every, "eval_every_samples", defaults.TRAIN_EVAL_EVERY_SAMPLES
         ),
-        "eval_max_samples": pick(args.eval_max_samples, "eval_max_samples"),
-        "target_accuracy": pick(args.target_accuracy, "target_accuracy"),
-        "seed": pick(args.seed, "seed", 0),
-        "loss": pick(args.loss, "loss"),
-        "metric": pick(args.metric, "metric"),
-        "deterministic": bool(args.deterministic or t.get("deterministic", False)),
-        "recipe": {  # the user's optimizer, LR schedule, training step (models/recipe.py)
-            "optimizer_factory": pick(args.optimizer, "optimizer_factory"),
-            "lr_scheduler": pick(args.lr_scheduler, "lr_scheduler"),
-            "train_step": pick(args.train_step, "train_step"),
-        },
-        "data": t.get("data"),
-    }
-    for key, flag in (("model", "--model"), ("batch_size", "--batch-size")):
-        if out[key] is None:
-            raise UndercapError(f"{flag} is required (or --from-selection)")
-    if out["target_accuracy"] is None:
-        raise UndercapError("--target-accuracy is required (or a selection written by `run`)")
-    return out
+        eval_max_samples=pick(args.eval_max_samples, "eval_max_samples"),
+        seed=pick(args.seed, "seed", 0),
+        guard_window_s=args.guard_window_s,
+        torch_device=args.torch_device,
+        deterministic=bool(args.deterministic or t.get("deterministic", False)),
+        loss=pick(args.loss, "loss"),
+        metric=pick(args.metric, "metric"),
+        # the user's optimizer, LR schedule, training step (models/recipe.py)
+        optimizer_factory=pick(args.optimizer, "optimizer_factory"),
+        lr_scheduler=pick(args.lr_scheduler, "lr_scheduler"),
+        train_step=pick(args.train_step, "train_step"),
+    )
+    return spec, t.get("data")
 
 
-def _follow(args: argparse.Namespace) -> dict[str, Any]:
-    """A changing cap: the budget and what re-selects (the profile and r(b) from the
-    flags, else those the selection was made from)."""
+def _reselector(args: argparse.Namespace, spec: Any) -> Any:
+    """A changing cap re-selects (b, f): on the profile and r(b) from the flags, else
+    those the selection was made from (None for a fixed cap)."""
     from undercap.artifacts import load_efficiency, load_profile
     from undercap.artifacts.selection import load_selection, related_artifact
     from undercap.errors import UndercapError
-    from undercap.train.schedule import budget_from, follow_kwargs
+    from undercap.train.cap import changes
+    from undercap.train.schedule import reselector_for
 
-    budget = budget_from(args.power_schedule, args.power_source, args.poll_s)
-    if budget is None:
-        return {}
+    if not changes(spec.cap):
+        return None
     sel = load_selection(args.from_selection) if args.from_selection else None
     paths = {"profile": args.profile, "efficiency": args.efficiency}
     for kind in paths:
@@ -274,8 +280,7 @@ def _follow(args: argparse.Namespace) -> dict[str, Any]:
             paths[kind] = related_artifact(args.from_selection, sel, kind)
         if paths[kind] is None:
             raise UndercapError(f"a changing cap re-selects (b, f): pass --{kind} FILE")
-    return follow_kwargs(
-        budget,
+    return reselector_for(
         load_profile(paths["profile"]).with_margin(args.power_margin_w),
         load_efficiency(paths["efficiency"]),
         objective=args.objective,
@@ -291,12 +296,12 @@ def run(args: argparse.Namespace) -> int:
     from undercap.recipes.race import race_summary
     from undercap.report.text import train_summary
 
-    choice = _resolve(args)
-    follow = _follow(args)
-    with open_device_from_args(args, seed=choice["seed"]) as device:
+    spec, selection_data = _resolve(args)
+    reselector = _reselector(args, spec)
+    with open_device_from_args(args, seed=spec.seed) as device:
         _check_freq_flag(args, device)  # before the data loads
-        data = load_splits(data_spec(args, choice))
-        result = _train(args, device, data, choice, follow)
+        data = load_splits(data_spec(args, spec.model, selection_data))
+        result = _train(args, device, data, spec, reselector)
     if args.output is not None:
         save_train_result(args.output, result)
     if args.json:
@@ -323,41 +328,26 @@ def _check_freq_flag(args: argparse.Namespace, device: Any) -> None:
         )
 
 
-def _train(
-    args: argparse.Namespace, device: Any, data: Any, choice: dict[str, Any], follow: Any
-) -> Any:
-    from undercap.cli.train_race import raced_training
-    from undercap.train import train_on_device
+def run_options(args: argparse.Namespace) -> Any:
+    """How the run is kept and shown: checkpoints, resume, sampling, logs."""
+    from undercap.train.spec import RunOptions
 
-    kw = {
-        "batch_size": choice["batch_size"],
-        "freq_mhz": choice["freq_mhz"],
-        "power_limit_w": choice["power_limit_w"],
-        "target_accuracy": choice["target_accuracy"],
-        "max_samples": choice["max_samples"],
-        "eval_every_samples": choice["eval_every"],
-        "eval_max_samples": choice["eval_max_samples"],
-        "base_lr": choice["base_lr"],
-        "max_batch_size": choice["max_batch_size"],
-        "pretrained": choice["pretrained"],
-        "seed": choice["seed"],
-        "batch_ladder": choice["batch_ladder"],
-        "checkpoint_dir": args.checkpoint_dir,
-        "checkpoint_every_s": args.checkpoint_every_s,
-        "checkpoint_every_samples": args.checkpoint_every_samples,
-        "resume": args.resume,
-        "guard_window_s": args.guard_window_s,
-        "sample_rate_hz": args.sample_rate_hz,
-        "torch_device": args.torch_device,
-        "deterministic": choice["deterministic"],
-        "progress": not args.no_progress,
-        "loss": choice["loss"],
-        "metric": choice["metric"],
-        "eval_log": args.eval_log,
-        "tensorboard_dir": args.tensorboard_dir,
-        **choice["recipe"],
-        **follow,
-    }
+    return RunOptions(
+        checkpoint_dir=args.checkpoint_dir,
+        checkpoint_every_s=args.checkpoint_every_s,
+        checkpoint_every_samples=args.checkpoint_every_samples,
+        resume=args.resume,
+        sample_rate_hz=args.sample_rate_hz,
+        progress=not args.no_progress,
+        eval_log=args.eval_log,
+        tensorboard_dir=args.tensorboard_dir,
+    )
+
+
+def _train(args: argparse.Namespace, device: Any, data: Any, spec: Any, reselector: Any) -> Any:
+    from undercap.cli.train_race import raced_training
+    from undercap.train import train
+
     if args.race:  # cli/train_race.py: the race on the target first
-        return raced_training(args, device, data, {"model": choice["model"], **kw})
-    return train_on_device(device, choice["model"], data, **kw)
+        return raced_training(args, device, data, spec, run_options(args), reselector)
+    return train(device, spec, data, run_options(args), reselector)

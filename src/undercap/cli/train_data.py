@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 # The data flags `train --from-selection` honours over the selection's own data (a
 # selection made on a server and copied to a board points at the server's files).
@@ -19,7 +19,9 @@ DATA_FLAGS = (
 )
 
 
-def data_spec(args: argparse.Namespace, choice: dict[str, Any]) -> Any:
+def data_spec(
+    args: argparse.Namespace, model: str, selection_data: Optional[dict[str, Any]]
+) -> Any:
     """The --dataset flags, else the data the selection's run trained on with any data
     flag given on the command line in place of the selection's; says which it uses."""
     from undercap.data.spec import DataSpec
@@ -27,11 +29,11 @@ def data_spec(args: argparse.Namespace, choice: dict[str, Any]) -> Any:
     from undercap.models import model_spec
 
     if args.dataset is None:
-        if not choice["data"]:
+        if not selection_data:
             raise UndercapError("--dataset is required (or a selection written by `run`)")
-        return _selection_data(args, choice["data"])
+        return _selection_data(args, selection_data)
     shape_ = args.input_shape
-    spec = model_spec(choice["model"])
+    spec = model_spec(model)
     if shape_ is None and not spec.is_sequence:
         shape_ = spec.default_input_shape
     return DataSpec(

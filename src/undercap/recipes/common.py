@@ -22,6 +22,8 @@ from undercap.devices.base import Device
 from undercap.errors import UndercapError
 from undercap.models.registry import model_spec
 from undercap.models.user import code_digest
+from undercap.train.cap import Cap
+from undercap.train.spec import TrainSpec
 
 Log = Callable[[str], None]
 
@@ -249,22 +251,37 @@ class TrainingSetup:
             "train_step": self.train_step,
         }
 
-    def train_kwargs(self) -> dict[str, Any]:
-        """The `train_on_device` arguments every device run of this setup shares,
-        so device training scales the LR and evaluates exactly as estimation did."""
-        return {
-            "max_samples": self.max_samples,
-            "eval_every_samples": self.eval_every_samples,
-            "eval_max_samples": self.eval_max_samples,
-            "base_lr": self.lr,
-            "max_batch_size": max(self.batch_sizes),
-            "pretrained": self.pretrained,
-            "torch_device": self.torch_device,
-            "deterministic": self.deterministic,
-            "loss": self.loss,
-            "metric": self.metric,
+    def train_spec(
+        self,
+        model: str,
+        batch_size: int,
+        *,
+        target_accuracy: float,
+        freq_mhz: Optional[float],
+        cap: Cap,
+        seed: int,
+    ) -> TrainSpec:
+        """A device run of this setup at (b, f) under `cap`: it scales the LR and
+        evaluates exactly as the estimate did."""
+        return TrainSpec(
+            model=model,
+            batch_size=batch_size,
+            target_accuracy=target_accuracy,
+            freq_mhz=freq_mhz,
+            cap=cap,
+            seed=seed,
+            max_samples=self.max_samples,
+            eval_every_samples=self.eval_every_samples,
+            eval_max_samples=self.eval_max_samples,
+            base_lr=self.lr,
+            max_batch_size=max(self.batch_sizes),
+            pretrained=self.pretrained,
+            torch_device=self.torch_device,
+            deterministic=self.deterministic,
+            loss=self.loss,
+            metric=self.metric,
             **self.recipe,
-        }
+        )
 
 
 def with_pretrained(

@@ -24,6 +24,7 @@ from undercap.data.spec import DataSpec
 from undercap.errors import ArtifactError
 from undercap.models.user import code_digest
 from undercap.recipes.common import Log, TrainingSetup, stderr_log
+from undercap.train.cap import FixedCap
 
 
 def run_record(result: TrainResult, *, seed: int) -> RunRecord:
@@ -128,19 +129,15 @@ class DeviceTrainer:
 
     def _train(self, b: int, f: float, seed: int, limit: Optional[float]) -> TrainResult:
         from undercap.devices import open_device
-        from undercap.train import train_on_device
+        from undercap.train import RunOptions, train
 
-        s = self.setup
+        spec = self.setup.train_spec(
+            self.model,
+            b,
+            target_accuracy=self.target_accuracy,
+            freq_mhz=f if self.clock == "chosen" else None,
+            cap=FixedCap(limit),
+            seed=seed,
+        )
         with open_device(self.device_name, seed=seed, **self.device_options) as device:
-            return train_on_device(
-                device,
-                self.model,
-                self.splits(),
-                batch_size=b,
-                target_accuracy=self.target_accuracy,
-                freq_mhz=f if self.clock == "chosen" else None,
-                power_limit_w=limit,
-                seed=seed,
-                progress=self.progress,
-                **s.train_kwargs(),
-            )
+            return train(device, spec, self.splits(), RunOptions(progress=self.progress))

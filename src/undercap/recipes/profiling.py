@@ -18,61 +18,83 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.profile import Profile
+from undercap.data.spec import DataSpec
 from undercap.recipes.common import Log, reuse_or_profile
 
 
-def staged(cfg: Any, full: bool) -> bool:
-    """Whether `run` profiles in two stages: an efficient sweep it measures itself."""
-    return not (cfg.profile or cfg.full_profile or full or cfg.power_limit_w is None)
+@dataclass(frozen=True)
+class ProfileAsk:
+    """What `run` profiles: the device (by name, opened for each stage), the model at
+    the shape it trains on for `target`, the batch sizes, and the sweep: a profile
+    given by path, the efficient sweep for one limit (`efficient_for_w`), or every
+    (b, f) (None: a full profile was asked for, or the cap changes)."""
+
+    device: str
+    device_options: Mapping[str, Any]
+    seed: int
+    model: str
+    target: DataSpec
+    batch_sizes: tuple[int, ...]
+    given: Optional[str] = None
+    efficient_for_w: Optional[float] = None
+    margin_w: Optional[float] = None
+
+    @property
+    def staged(self) -> bool:
+        """Whether it profiles in two stages: an efficient sweep it measures itself."""
+        return self.given is None and self.efficient_for_w is not None
 
 
 def profile_stage(
-    cfg: Any,
+    ask: ProfileAsk,
     cache: Cache,
     progress: bool,
     log: Log,
     *,
-    full: bool = False,
     relative: Optional[Mapping[int, float]] = None,
     prior: Optional[Profile] = None,
 ) -> Profile:
     """Stage 1 (no `prior`: the smallest batch size only, when staged) or stage 2
-    (`prior` from stage 1 and r(b)); unstaged: the whole profile at once. `cfg` is a
-    recipes.run.RunConfig."""
+    (`prior` from stage 1 and r(b)); unstaged: the whole profile at once."""
     from undercap.devices import open_device
 
-    batch_sizes = tuple(cfg.setup.batch_sizes)
-    if staged(cfg, full) and prior is None:
+    batch_sizes = ask.batch_sizes
+    if ask.staged and prior is None:
         batch_sizes = (min(batch_sizes),)  # is the limit feasible at all?
-    with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
+    with open_device(ask.device, seed=ask.seed, **ask.device_options) as device:
         return reuse_or_profile(
             device,
-            cfg.model,
-            cfg.target,
+            ask.model,
+            ask.target,
             batch_sizes,
-            given=cfg.profile,
+            given=ask.given,
             cache=cache,
-            # a changing cap needs every (b, f): the efficient sweep covers one limit
-            efficient_for_w=None if cfg.full_profile or full else cfg.power_limit_w,
+            efficient_for_w=ask.efficient_for_w,
             progress=progress,
             log=log,
             relative=relative,
-            margin_w=getattr(cfg, "power_margin_w", None),
+            margin_w=ask.margin_w,
             prior=prior,
         )
 
 
 def complete(
-    cfg: Any, first: Profile, relative: Mapping[int, float], cache: Cache, progress: bool, log: Log
+    ask: ProfileAsk,
+    first: Profile,
+    relative: Mapping[int, float],
+    cache: Cache,
+    progress: bool,
+    log: Log,
 ) -> Profile:
     """Stage 2 after stage 1 `first` (unstaged: `first` is already the profile)."""
-    if not staged(cfg, full=first.mode == "full"):
+    if not ask.staged or first.mode == "full":
         return first
-    return profile_stage(cfg, cache, progress, log, relative=relative, prior=first)
+    return profile_stage(ask, cache, progress, log, relative=relative, prior=first)
 
 
 def profiling_cost(profile: Profile, result: Any) -> dict[str, Any]:

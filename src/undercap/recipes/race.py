@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from undercap import defaults
 from undercap.artifacts.efficiency import Efficiency
@@ -35,25 +36,37 @@ OFF = (
 )
 
 
+@dataclass(frozen=True)
+class RaceAsk:
+    """What was asked of a race: whether to hold one (--race), each candidate's device
+    time as a fraction of the favourite's predicted time (--race-budget), the safety
+    margin selection used, and whether the cap changes (then there is none)."""
+
+    on: bool
+    fraction: float
+    margin_w: Optional[float] = None
+    cap_changes: bool = False
+
+
 def race_plan(
-    cfg: Any, profile: Profile, eff: Efficiency, limit: Optional[float], selection: Selection
+    ask: RaceAsk, profile: Profile, eff: Efficiency, limit: Optional[float], selection: Selection
 ) -> tuple[Optional[RacePlan], Optional[str]]:
     """The race `run` would hold (None: none) and the line saying why or why not (None:
-    nothing to say, one proxy and no --race). cfg: recipes.run.RunConfig."""
-    if not cfg.race:
+    nothing to say, one proxy and no --race)."""
+    if not ask.on:
         return None, OFF if several(eff) else None
     if not several(eff):
         return None, "race: skipped (one proxy: no candidates to race; give several --proxy)"
-    if cfg.budget() is not None:
+    if ask.cap_changes:
         return None, "race: skipped (the cap changes during training: the follower re-selects)"
     if eff.samples_bmax is None:
         return None, "race: skipped (the proxies give no N(b_max) to size its budget)"
     plan = plan_race(
-        profile.with_margin(cfg.power_margin_w),
+        profile.with_margin(ask.margin_w),
         as_set(eff).relatives,
         limit,
         samples_bmax=eff.samples_bmax,
-        fraction=cfg.race_fraction,
+        fraction=ask.fraction,
         max_candidates=defaults.RACE_CANDIDATES,
         margin=defaults.RACE_MARGIN,
     )
@@ -63,12 +76,13 @@ def race_plan(
     return plan, f"race: {plan.reason}" if plan.needed else f"race: skipped ({plan.reason})"
 
 
-Train = Callable[..., TrainResult]  # recipes.run._train
+#: one device run at a selection's (b, f) in a folder (its checkpoint, its evaluation
+#: log), ended after `time_budget_s` of device time where given (recipes.run._Training)
+Train = Callable[[Selection, Path, bool, Optional[float]], TrainResult]
 
 
 def race_then_train(
-    cfg: Any,
-    setup: Any,
+    target_accuracy: float,
     selection: Selection,
     plan: RacePlan,
     out: Path,
@@ -79,7 +93,9 @@ def race_then_train(
     """Run the race's lanes (or reuse a finished race's record), continue the winner's
     fork to the target, and count the race in the result."""
     folder = out / "race"
-    record = _reuse(folder / "race.json") or _race(cfg, setup, selection, plan, folder, progress, log, train)  # fmt: skip
+    record = _reuse(folder / "race.json") or _race(
+        target_accuracy, selection, plan, folder, progress, log, train
+    )
     w = record.winner
     log(
         f"race: winner b={w['batch_size']} at {w['freq_mhz']:g} MHz ({record.verdict['why']}); "
@@ -91,12 +107,11 @@ def race_then_train(
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(folder / f"b{w['batch_size']}" / "checkpoint" / "checkpoint.pt", ckpt)
     chosen = dataclasses.replace(selection, batch_size=w["batch_size"], freq_mhz=w["freq_mhz"])
-    return with_race(train(cfg, setup, chosen, out, progress), record)
+    return with_race(train(chosen, out, progress, None), record)
 
 
 def _race(
-    cfg: Any,
-    setup: Any,
+    target_accuracy: float,
     selection: Selection,
     plan: RacePlan,
     folder: Path,
@@ -109,12 +124,12 @@ def _race(
         lane_dir = folder / f"b{c.batch_size}"
         at = dataclasses.replace(selection, batch_size=c.batch_size, freq_mhz=c.freq_mhz)
         lane_dir.mkdir(parents=True, exist_ok=True)
-        result = train(cfg, setup, at, lane_dir, progress, {"time_budget_s": plan.budget_s})
+        result = train(at, lane_dir, progress, plan.budget_s)
         lanes.append(lane_of(result, lane_dir / "evals.csv"))
         log(lane_line(lanes[-1]))
         if lanes[-1].reached:  # training is over: the ones after it never run
             break
-    record = decide(plan, lanes, cfg.target_accuracy)
+    record = decide(plan, lanes, target_accuracy)
     save_json(folder / "race.json", record.to_dict())
     return record
 

@@ -39,12 +39,14 @@ from undercap.recipes.common import (
 )
 from undercap.recipes.ensemble import check_several, ensemble_selection, load_pooled
 from undercap.recipes.gns_check import apply_check, cross_check
-from undercap.recipes.profiling import complete, profile_stage, with_cost
-from undercap.recipes.race import race_plan, race_summary, race_then_train
+from undercap.recipes.profiling import ProfileAsk, complete, profile_stage, with_cost
+from undercap.recipes.race import RaceAsk, race_plan, race_summary, race_then_train
 from undercap.recipes.select import build_selection, training_of
 from undercap.select import lowest_feasible_power_w
 from undercap.select.pooling import as_set, pooled_efficiency, several
-from undercap.train.schedule import Budget, LiveSource, budget_from, follow_kwargs
+from undercap.train.cap import Cap, FixedCap, cap_from, changes, fixed_limit_w
+from undercap.train.schedule import LiveSource, Reselector, reselector_for
+from undercap.train.spec import RunOptions, TrainSpec
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class RunConfig:
         model: Built-in model name or your factory (`path/to/file.py:build`).
         proxy: Dataset r(b) is estimated on; unused when `efficiency` is given.
         target: Dataset trained on, on the device.
-        power_limit_w: The cap in W; None: no cap (or the cap comes from `power_schedule`).
+        power_limit_w: The cap in W; None: no cap (or the cap comes from `power_schedule`
+            or `power_source`, or is given as `cap`).
         setup: What every training run shares: batch sizes, budget, learning rate.
         target_accuracy: Test accuracy on the target at which device training stops.
         proxy_accuracy: Target accuracy of the proxy estimate; None: `target_accuracy`.
@@ -95,6 +98,9 @@ class RunConfig:
             before training (off by default: it measured no better than the median).
         race_fraction: Each race candidate's device time, as a fraction of the
             favourite's predicted training time.
+        cap: The cap as one value (`FixedCap`, a schedule or a live
+            source), instead of `power_limit_w` / `power_schedule` / `power_source`;
+            built from those when not given.
     """
 
     device: str
@@ -128,10 +134,16 @@ class RunConfig:
     power_margin_w: Optional[float] = None
     race: bool = defaults.RACE
     race_fraction: float = defaults.RACE_FRACTION
+    cap: Optional[Cap] = None
 
-    def budget(self) -> Optional[Budget]:
-        """The changing cap from `power_schedule` or `power_source`; None: a fixed one."""
-        return budget_from(self.power_schedule, self.power_source, self.poll_s)
+    def __post_init__(self) -> None:
+        """The one cap value, checked here once: from the three fields, or given."""
+        given = (self.power_limit_w, self.power_schedule, self.power_source)
+        if self.cap is None:
+            cap = cap_from(self.power_limit_w, self.power_schedule, self.power_source, self.poll_s)
+            object.__setattr__(self, "cap", cap)
+        elif any(x is not None for x in given):
+            raise UndercapError("give cap= or power_limit_w / power_schedule / power_source")
 
 
 @dataclass(frozen=True)
@@ -153,11 +165,12 @@ def run(
 
     out = Path(out_dir)
     cache = Cache(cfg.cache_dir or out / "cache")
-    budget = cfg.budget()
+    cap: Cap = cfg.cap  # type: ignore[assignment]  (__post_init__ built it)
     # Device and profile first (the smallest batch size's stage, recipes/profiling.py):
     # an unknown device or an infeasible limit fails before the (longer) estimate.
-    profile = profile_stage(cfg, cache, progress, log, full=budget is not None)
-    limit = _first_limit(cfg, budget, profile)
+    ask = _profile_ask(cfg, cap)
+    profile = profile_stage(ask, cache, progress, log)
+    limit = _first_limit(cap, profile, cfg.power_margin_w)
     setup = with_pretrained(
         cfg.setup,
         cfg.pretrain_source,
@@ -168,7 +181,7 @@ def run(
     )
     eff = _efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
     save_efficiency_set(out / "efficiency.json", as_set(eff))  # one proxy: efficiency/1
-    profile = complete(cfg, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
+    profile = complete(ask, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
     save_profile(out / "profile.json", profile)
     training = {**training_of(eff), **_training(cfg, setup)}
     selection = _selection(cfg, setup, profile, eff, limit, cache, training)
@@ -177,25 +190,27 @@ def run(
         f"selected batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
         f"(limit {'none' if limit is None else f'{limit:g} W'}); training on {cfg.target.label}"
     )
-    follow = follow_kwargs(
-        budget,
-        profile.with_margin(cfg.power_margin_w),
-        eff,
-        objective=cfg.objective,
-        energy_budget_j=cfg.energy_budget_j,
-    )
-    plan, why = race_plan(cfg, profile, eff, limit, selection)  # recipes/race.py
+    train = _Training(cfg, cap, setup.torch_device)
+    if changes(cap):
+        train.reselector = reselector_for(
+            profile.with_margin(cfg.power_margin_w),
+            eff,
+            objective=cfg.objective,
+            energy_budget_j=cfg.energy_budget_j,
+        )
+    race = RaceAsk(cfg.race, cfg.race_fraction, cfg.power_margin_w, changes(cap))
+    plan, why = race_plan(race, profile, eff, limit, selection)  # recipes/race.py
     if why:
         log(why)
     if plan is not None and plan.needed:
-        result = race_then_train(cfg, setup, selection, plan, out, progress, log, _train)
+        result = race_then_train(cfg.target_accuracy, selection, plan, out, progress, log, train)
     else:
-        result = _train(cfg, setup, selection, out, progress, follow)
+        result = train(selection, out, progress, None)
     save_train_result(out / "train.json", result)
     selection = with_cost(selection, profile, result)  # profiling's share of the training
     save_selection(out / "selection.json", selection)
     if result.segments:
-        _plot_schedule(result, budget, out / "schedule.png", log)
+        _plot_schedule(result, cap, out / "schedule.png", log)
     text = run_summary(cfg, profile, eff, selection, result) + race_summary(result)
     write_atomic(out / "summary.md", text)
     return RunResult(profile, eff, selection, result, text)
@@ -229,7 +244,7 @@ def _selection(
     return apply_check(selection, check)  # the rule's choice (paper: unchanged)
 
 
-def _plot_schedule(result: TrainResult, budget: Any, path: Path, log: Log) -> None:
+def _plot_schedule(result: TrainResult, cap: Cap, path: Path, log: Log) -> None:
     """schedule.png: the cap, the power drawn and the configuration over time."""
     from undercap.errors import MissingExtraError
     from undercap.report.schedule import plot_schedule
@@ -240,7 +255,7 @@ def _plot_schedule(result: TrainResult, budget: Any, path: Path, log: Log) -> No
             result.segments,
             path,
             title=f"{result.model} on {result.device.get('name')}{sim}: {result.schedule}",
-            cap=budget if hasattr(budget, "times_s") else None,
+            cap=cap if hasattr(cap, "times_s") else None,
         )
     except MissingExtraError as e:
         log(f"note: no schedule figure ({e})")
@@ -267,20 +282,36 @@ def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
     }
 
 
-def _first_limit(cfg: RunConfig, budget: Optional[Budget], profile: Profile) -> Optional[float]:
-    """The cap the selection is made for: --power-limit, or the schedule's first cap
+def _profile_ask(cfg: RunConfig, cap: Cap) -> ProfileAsk:
+    """What to profile: the efficient sweep for a fixed limit; every (b, f) for a cap
+    that changes (the efficient sweep covers one limit) or when asked (--full-profile)."""
+    return ProfileAsk(
+        device=cfg.device,
+        device_options=cfg.device_options,
+        seed=cfg.seed,
+        model=cfg.model,
+        target=cfg.target,
+        batch_sizes=tuple(cfg.setup.batch_sizes),
+        given=cfg.profile,
+        efficient_for_w=None if cfg.full_profile else fixed_limit_w(cap),
+        margin_w=cfg.power_margin_w,
+    )
+
+
+def _first_limit(cap: Cap, profile: Profile, margin_w: Optional[float]) -> Optional[float]:
+    """The limit the selection is made for: a fixed cap's, or the first of a schedule's
     at which some configuration can run. Fails early when none ever can."""
-    if budget is None:
-        check_feasible(profile, [cfg.power_limit_w], cfg.power_margin_w)
-        return cfg.power_limit_w
-    lowest = lowest_feasible_power_w(profile, margin_w=cfg.power_margin_w)
-    if isinstance(budget, LiveSource):  # what it says now; training waits if too little
-        now = budget.lowest_w
+    if isinstance(cap, FixedCap):
+        check_feasible(profile, [cap.limit_w], margin_w)
+        return cap.limit_w
+    lowest = lowest_feasible_power_w(profile, margin_w=margin_w)
+    if isinstance(cap, LiveSource):  # what it says now; training waits if too little
+        now = cap.lowest_w
         return now if now is None or now >= lowest else None
-    runnable = [c for c in budget.limits_w if c is None or c >= lowest]
+    runnable = [c for c in cap.limits_w if c is None or c >= lowest]  # type: ignore[attr-defined]
     if not runnable:
         raise InfeasibleError(
-            f"no cap of {budget.source} lets {profile.model} run: the lowest feasible "
+            f"no cap of {cap.source} lets {profile.model} run: the lowest feasible "
             f"power is {lowest:.2f} W"
         )
     return runnable[0]
@@ -321,44 +352,44 @@ def _efficiency(
     return pooled_efficiency(EfficiencySet.of(effs))
 
 
-def _train(
-    cfg: RunConfig,
-    setup: TrainingSetup,
-    selection: Selection,
-    out: Path,
-    progress: bool,
-    follow: Optional[dict[str, Any]] = None,
-) -> TrainResult:
-    from undercap.data.spec import load_splits
-    from undercap.devices import open_device
-    from undercap.train import train_on_device
+class _Training:
+    """One device run of `run` at a selection's (b, f), its checkpoint and evaluation
+    log in a folder (a re-run resumes it): the winner's, or a race lane's when given a
+    device-time budget (recipes/race.py)."""
 
-    data = load_splits(cfg.target, "cpu")
-    ckpt = out / "checkpoint"
-    resume = (ckpt / "checkpoint.pt").exists()  # a re-run continues (or returns) the run
-    with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
-        try:
-            return train_on_device(
-                device,
-                cfg.model,
-                data,
-                batch_size=selection.batch_size,
-                target_accuracy=cfg.target_accuracy,
-                freq_mhz=selection.lock_mhz(),  # None: a read-only profile's clock
-                power_limit_w=cfg.power_limit_w,
-                batch_ladder=selection.batch_ladder(),
-                seed=cfg.seed,
-                checkpoint_dir=ckpt,
-                resume=resume,
-                progress=progress,
-                eval_log=out / "evals.csv",  # one row per evaluation, for pandas
-                **(follow or {}),
-                **setup.train_kwargs(),
-            )
-        except ArtifactError as e:
-            if not resume:
-                raise
-            raise UndercapError(
-                f"cannot continue the training checkpointed in {ckpt} ({e}); use a new -o "
-                f"folder or delete {ckpt}"
-            ) from e
+    def __init__(self, cfg: RunConfig, cap: Cap, torch_device: str) -> None:
+        self.cfg, self.cap, self.torch_device = cfg, cap, torch_device
+        self.reselector: Optional[Reselector] = None  # a cap that changes re-selects
+
+    def __call__(
+        self,
+        selection: Selection,
+        folder: Path,
+        progress: bool,
+        time_budget_s: Optional[float] = None,
+    ) -> TrainResult:
+        from undercap.data.spec import load_splits
+        from undercap.devices import open_device
+        from undercap.train import train
+
+        cfg, ckpt = self.cfg, folder / "checkpoint"
+        spec = TrainSpec.from_selection(selection, cap=self.cap, torch_device=self.torch_device)
+        resume = (ckpt / "checkpoint.pt").exists()  # a re-run continues (or returns) the run
+        options = RunOptions(
+            checkpoint_dir=ckpt,
+            resume=resume,
+            progress=progress,
+            eval_log=folder / "evals.csv",  # one row per evaluation, for pandas
+            time_budget_s=time_budget_s,
+        )
+        data = load_splits(cfg.target, "cpu")
+        with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
+            try:
+                return train(device, spec, data, options, self.reselector)
+            except ArtifactError as e:
+                if not resume:
+                    raise
+                raise UndercapError(
+                    f"cannot continue the training checkpointed in {ckpt} ({e}); use a new -o "
+                    f"folder or delete {ckpt}"
+                ) from e

@@ -184,11 +184,13 @@ def train_summary(r: TrainResult) -> list[str]:
 
 
 def _cap(cfg: Any) -> str:
-    if getattr(cfg, "power_schedule", None):
-        return f"changes during training, schedule {cfg.power_schedule}"
-    if getattr(cfg, "power_source", None):
-        return f"changes during training, read from {cfg.power_source}"
-    return _limit(cfg.power_limit_w)
+    """The run's cap (train/cap.py; a schedule has rows, a live source a poll)."""
+    cap = cfg.cap
+    if hasattr(cap, "times_s"):
+        return f"changes during training, schedule {cap.source}"
+    if hasattr(cap, "poll_s"):
+        return f"changes during training, read from {cap.source}"
+    return _limit(cap.limit_at(0.0))
 
 
 def _predicted_lines(selection: Any, result: Any) -> list[str]:

@@ -19,11 +19,11 @@ from undercap.select.core import (
     _best,
     _by_batch,
     _check_freq,
-    _check_limit,
     _check_margin,
     _check_relative,
     _choice,
     _within,
+    check_power_limit_w,
     margin_of,
 )
 
@@ -48,7 +48,7 @@ def safe_freq_mhz(
     profs = [profiles] if isinstance(profiles, Profile) else list(profiles)
     if not profs:
         raise UndercapError("safe_freq_mhz needs at least one profile")
-    limit = _check_limit(power_limit_w)
+    limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
     names = {p.device.get("name") for p in profs}
     if len(names) > 1:
@@ -106,7 +106,7 @@ def baseline1(
     Raises InfeasibleError if that row exceeds the limit (the given frequency is
     not safe for this model), ArtifactError if nothing was profiled at or below it.
     """
-    limit = _check_limit(power_limit_w)
+    limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
     f_safe = _check_freq(safe_freq_mhz, "safe frequency")
     rel = _check_relative(relative or {}, "efficiency")
@@ -139,7 +139,7 @@ def baseline2(
     """Baseline 2 (Sec. 5.1): the batch size minimising the proxy's time-to-accuracy
     t(b, f_safe) * r_proxy(b) at the same safe frequency as Baseline 1 (each b at the
     highest profiled frequency <= f_safe). Rows above the limit are not candidates."""
-    limit = _check_limit(power_limit_w)
+    limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
     f_safe = _check_freq(safe_freq_mhz, "safe frequency")
     rel = _check_relative(relative_proxy, "proxy efficiency")

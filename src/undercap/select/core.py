@@ -69,8 +69,10 @@ class Choice:
 
 
 # --- input checks -----------------------------------------------------------------
-def _check_limit(power_limit_w: Optional[float]) -> Optional[float]:
-    """None means no power cap; anything else must be a positive finite number."""
+def check_power_limit_w(power_limit_w: Optional[float]) -> Optional[float]:
+    """None means no power cap; anything else must be a positive finite number. The
+    one check of a cap's value: selection's entry points call it on what they are
+    given, and train/cap.FixedCap on what every run is held to."""
     if power_limit_w is None:
         return None
     if isinstance(power_limit_w, bool) or not isinstance(power_limit_w, numbers.Real):
@@ -212,7 +214,7 @@ def per_batch(
     r(b), the highest frequency whose peak power plus margin is within the limit
     (Sec. 4.3: a higher clock is faster, so it is the best feasible one). Batch sizes
     with no feasible row are left out; see `excluded_batch_sizes` for why."""
-    limit = _check_limit(power_limit_w)
+    limit = check_power_limit_w(power_limit_w)
     rel = _check_relative(relative, "efficiency")
     margin_w = _check_margin(margin_w)
     out = []
@@ -295,7 +297,7 @@ def excluded_batch_sizes(
 ) -> dict[int, str]:
     """Why each batch size seen in the profile or in r is not a candidate of
     Algorithm 1 (one short reason each), so exclusions are visible to the user."""
-    limit = _check_limit(power_limit_w)
+    limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
     groups = _by_batch(profile)
     out: dict[int, str] = {}

@@ -33,12 +33,12 @@ from undercap.select.core import (
     Choice,
     _best,
     _by_batch,
-    _check_limit,
     _check_margin,
     _check_relative,
     _choice,
     _select,
     _within,
+    check_power_limit_w,
 )
 
 OBJECTIVES = ("time", "energy", "edp")
@@ -105,7 +105,7 @@ def choose(
     the fastest configuration whose energy to the target fits the budget. Feasible:
     profiled peak plus safety margin within the limit, the margin being `margin_w`,
     else each row's measured margin."""
-    limit = _check_limit(power_limit_w)
+    limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
     if objective not in OBJECTIVES:
         raise UndercapError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")

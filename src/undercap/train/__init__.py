@@ -1,11 +1,34 @@
 """STEP 4: training to the target accuracy on the device (paper Sec. 4.3, 5).
 
-loop.py is the training loop estimation shares; device.py runs it on a device with
-the frequency locked, power sampled, the guard (guard.py) holding the limit and
-checkpoints (checkpoint.py) that survive a kill; setup.py builds a run so it repeats
-the estimate's procedure exactly.
+loop.py is the training loop estimation shares; runner.py runs it on a device with
+the frequency locked, power sampled, the guard (guard.py) holding the cap (cap.py)
+and checkpoints (checkpoint.py) that survive a kill; spec.py is what a run trains
+and how it is kept, setup.py builds it so it repeats the estimate's procedure
+exactly.
+
+The names below load on first use (PEP 562): `undercap.train.spec` and
+`undercap.train.cap` stay torch-free for the commands that only plan a run.
 """
 
-from undercap.train.device import train_on_device
+from __future__ import annotations
 
-__all__ = ["train_on_device"]
+import importlib
+from typing import Any
+
+_API = {
+    "train": "undercap.train.runner",
+    "train_on_device": "undercap.train.runner",
+    "RunOptions": "undercap.train.spec",
+    "TrainSpec": "undercap.train.spec",
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str) -> Any:
+    where = _API.get(name)
+    if where is None:
+        raise AttributeError(f"module 'undercap.train' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value

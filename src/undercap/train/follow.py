@@ -20,8 +20,8 @@ from dataclasses import asdict
 from typing import Any, Dict, List, Optional
 
 from undercap.errors import InfeasibleError
+from undercap.train.cap import Cap
 from undercap.train.schedule import (
-    Budget,
     Config,
     PowerSchedule,
     Reselector,
@@ -33,9 +33,9 @@ _UNSET: Any = object()
 
 class CapFollower:
     def __init__(
-        self, budget: Budget, reselector: Reselector, saved: Optional[Dict[str, Any]] = None
+        self, cap: Cap, reselector: Reselector, saved: Optional[Dict[str, Any]] = None
     ) -> None:
-        self.budget, self.reselector = budget, reselector
+        self.cap, self.reselector = cap, reselector
         s = saved or {}
         self.log = SegmentLog(s)
         self.samples_by_batch: Dict[int, int] = {
@@ -53,12 +53,12 @@ class CapFollower:
     # --- the session's calls --------------------------------------------------------
     def start(self, session: Any) -> None:
         """At the start (or resumption) of a run: the cap now, and its configuration."""
-        limit = self.budget.limit_at(session.schedule_s)
+        limit = self.cap.limit_at(session.schedule_s)
         if self.config is not None and self._held_at_resume(session, limit):
             session.apply(self.config, self.limit_w)  # resumed: the configuration it held
             self._open(session)
             self.log.continue_saved(session)  # ... and the same segment, continued
-            self._next_s = self.budget.next_change_after(session.schedule_s)
+            self._next_s = self.cap.next_change_after(session.schedule_s)
         else:
             self._change(session, limit)
 
@@ -69,8 +69,8 @@ class CapFollower:
         train a step the uninterrupted run never took."""
         if limit == self.limit_w:
             return True
-        upcoming = self.budget.next_change_after(session.schedule_s)
-        return upcoming is not None and self.budget.limit_at(upcoming) == self.limit_w
+        upcoming = self.cap.next_change_after(session.schedule_s)
+        return upcoming is not None and self.cap.limit_at(upcoming) == self.limit_w
 
     def after_step(self, session: Any, samples: int) -> None:
         if self.config is not None:
@@ -80,15 +80,15 @@ class CapFollower:
             return
         now = session.schedule_s
         if now + 1e-12 >= self._next_s:
-            limit = self.budget.limit_at(now)
+            limit = self.cap.limit_at(now)
             if limit != self.limit_w:
                 self._change(session, limit)
             else:
-                self._next_s = self.budget.next_change_after(now)
+                self._next_s = self.cap.next_change_after(now)
         elif now + session.last_step_s > self._next_s:
             # The next step would end after the cap changes. When it falls, switch now:
             # a step already running at the old configuration would be over the new cap.
-            upcoming = self.budget.limit_at(self._next_s)
+            upcoming = self.cap.limit_at(self._next_s)
             if upcoming is not None and (self.limit_w is None or upcoming < self.limit_w):
                 self._change(session, upcoming)
 
@@ -122,23 +122,23 @@ class CapFollower:
         cfg = self.reselector.choose(limit, self.progress(), session.energy_so_far_j())
         while cfg is None:  # no power for any configuration: wait for it
             self._pause(session, limit)
-            limit = self.budget.limit_at(session.schedule_s)
+            limit = self.cap.limit_at(session.schedule_s)
             cfg = self.reselector.choose(limit, self.progress(), session.energy_so_far_j())
         self.config, self.limit_w = cfg, limit
         session.apply(cfg, limit)
         self._open(session)
-        self._next_s = self.budget.next_change_after(session.schedule_s)
+        self._next_s = self.cap.next_change_after(session.schedule_s)
 
     def _pause(self, session: Any, limit: Optional[float]) -> None:
-        until = self.budget.next_change_after(session.schedule_s)
-        if isinstance(self.budget, PowerSchedule):  # paused ahead of the fall: skip it
-            while until is not None and self.budget.limit_at(until) == limit:
-                until = self.budget.next_change_after(until)
+        until = self.cap.next_change_after(session.schedule_s)
+        if isinstance(self.cap, PowerSchedule):  # paused ahead of the fall: skip it
+            while until is not None and self.cap.limit_at(until) == limit:
+                until = self.cap.next_change_after(until)
         if until is None:
             raise InfeasibleError(
                 f"the power cap ({'none' if limit is None else f'{limit:g} W'}) allows no "
                 f"configuration from {session.schedule_s:.0f} s on and the schedule "
-                f"{self.budget.source} never raises it again: training cannot finish"
+                f"{self.cap.source} never raises it again: training cannot finish"
             )
         self.limit_w = limit
         self._open(session, paused=True)

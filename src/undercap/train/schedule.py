@@ -173,9 +173,6 @@ class LiveSource:
         return self._limit
 
 
-Budget = Union[PowerSchedule, LiveSource]
-
-
 # --- progress across batch sizes --------------------------------------------------------
 def progress_fraction(
     samples_by_batch: Dict[int, int], relative: Dict[int, float], n_max: float
@@ -247,36 +244,19 @@ class Reselector:
         )
 
 
-def follow_kwargs(
-    budget: Optional[Budget],
+def reselector_for(
     profile: object,
     efficiency: object,
     *,
     objective: str = "time",
     energy_budget_j: Optional[float] = None,
-) -> Dict[str, object]:
-    """train_on_device's arguments for a changing cap ({} without one): the budget and
-    a Reselector on the profile and the efficiency estimate's r(b) and N(b_max)."""
-    if budget is None:
-        return {}
-    reselector = Reselector(
+) -> Reselector:
+    """What re-selects (b, f) at every change of a cap: a Reselector on the profile and
+    the efficiency estimate's r(b) and N(b_max)."""
+    return Reselector(
         profile,
         efficiency.relative,  # type: ignore[attr-defined]
         objective=objective,
         energy_budget_j=energy_budget_j,
         n_max=efficiency.samples_bmax,  # type: ignore[attr-defined]
     )
-    return {"power_schedule": budget, "reselector": reselector}
-
-
-def budget_from(
-    schedule: Optional[Union[str, Path]], source: Optional[Union[str, Path]], poll_s: float
-) -> Optional[Budget]:
-    """--power-schedule or --power-source (not both), or None for a fixed cap."""
-    from undercap.errors import UndercapError
-
-    if schedule and source:
-        raise UndercapError("give --power-schedule or --power-source, not both")
-    if schedule:
-        return load_schedule(schedule)
-    return LiveSource(source, poll_s) if source else None

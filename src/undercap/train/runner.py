@@ -15,6 +15,7 @@ and evaluations the killed one would have made.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -24,32 +25,44 @@ from undercap.artifacts.train_result import TrainResult
 from undercap.devices.base import Device
 from undercap.errors import CapExceededError, UndercapError
 from undercap.report.progress import sample_bar
+from undercap.train.cap import Cap, cap_from, changes
 from undercap.train.checkpoint import checkpoint_to_resume
 from undercap.train.checkpoint import save_checkpoint as _save
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.follow import CapFollower
 from undercap.train.guard import finish_run
-from undercap.train.schedule import Budget, Reselector
+from undercap.train.schedule import Reselector
 from undercap.train.session import Session, current_freq_mhz
-from undercap.train.setup import RunSetup, TrainSpec
+from undercap.train.setup import RunSetup
+from undercap.train.spec import RunOptions, TrainSpec
 
 if TYPE_CHECKING:
     from undercap.data.base import Splits
     from undercap.train.loop import EvalPoint, Trainer
 
-__all__ = ["TrainResult", "train_on_device"]
+__all__ = ["RunOptions", "TrainResult", "TrainSpec", "train", "train_on_device"]
+
+
+@dataclass(frozen=True)
+class _Checkpointing:
+    """What a checkpoint holds besides the loop's and the session's state: the run's
+    identity (setup.RunSetup.config), the clock it started at and its warnings."""
+
+    options: RunOptions
+    config: dict[str, Any]
+    freq_mhz_start: Optional[float]
+    warnings: list[str]
 
 
 class _Hooks:
     """The loop's on_step / on_eval: steps to the session, evaluation paused,
     checkpoints when due, the progress bar."""
 
-    def __init__(
-        self, session: Session, checkpoint: dict[str, Any], bar: Any, spec: TrainSpec
-    ) -> None:
-        self.session, self.ckpt, self.bar, self.spec = session, checkpoint, bar, spec
-        self.eval_log = checkpoint.get("eval_log")  # evallog.EvalLog: a row per evaluation
-        self.budget_s = checkpoint.get("budget_s")  # a race's lane: device seconds (race.py)
+    def __init__(self, session: Session, ckpt: _Checkpointing, bar: Any, spec: TrainSpec) -> None:
+        self.session, self.ckpt, self.bar, self.spec = session, ckpt, bar, spec
+        # evallog.EvalLog: a row per evaluation
+        self.eval_log = EvalLog.open(ckpt.options.eval_log, ckpt.options.tensorboard_dir)
+        self.budget_s = ckpt.options.time_budget_s  # a race's lane: device seconds (race.py)
 
     def follow(self, trainer: Trainer) -> None:
         """Train at the batch size the session says (a changing cap may switch it), with
@@ -88,14 +101,14 @@ class _Hooks:
             self.eval_log.close()
 
     def _checkpoint_due(self, trainer: Trainer) -> bool:
-        c, acc = self.ckpt, self.session.acc
-        if c["dir"] is None:
+        o, acc = self.ckpt.options, self.session.acc
+        if o.checkpoint_dir is None:
             return False
-        by_time = c["every_s"] is not None and (
-            acc.train_time_s - acc.last_ckpt_time_s >= c["every_s"]
+        by_time = o.checkpoint_every_s is not None and (
+            acc.train_time_s - acc.last_ckpt_time_s >= o.checkpoint_every_s
         )
-        by_samples = c["every_samples"] is not None and (
-            trainer.samples - acc.last_ckpt_samples >= c["every_samples"]
+        by_samples = o.checkpoint_every_samples is not None and (
+            trainer.samples - acc.last_ckpt_samples >= o.checkpoint_every_samples
         )
         return by_time or by_samples
 
@@ -103,15 +116,15 @@ class _Hooks:
         acc = self.session.acc
         acc.last_ckpt_time_s, acc.last_ckpt_samples = acc.train_time_s, trainer.samples
         _save(
-            self.ckpt["dir"],
+            self.ckpt.options.checkpoint_dir,
             {
-                "config": self.ckpt["config"],
+                "config": self.ckpt.config,
                 "trainer": trainer.state_dict(),
                 "accounts": self.session.snapshot(),
                 "freq_mhz": self.session.locked_mhz(),
                 "guard_events": [e.to_dict() for e in self.session.guard.events],
-                "freq_mhz_start": self.ckpt["freq_mhz_start"],
-                "warnings": list(self.ckpt["warnings"]),
+                "freq_mhz_start": self.ckpt.freq_mhz_start,
+                "warnings": list(self.ckpt.warnings),
                 "follower": None
                 if self.session.follower is None
                 else self.session.follower.state(self.session),
@@ -143,6 +156,28 @@ def _loop(trainer: Trainer, hooks: _Hooks, ckpt_dir: Any) -> Any:
         hooks.close()
 
 
+def train(
+    device: Device,
+    spec: TrainSpec,
+    data: Splits,
+    options: Optional[RunOptions] = None,
+    reselector: Optional[Reselector] = None,
+) -> TrainResult:
+    """Train `spec` on `data` on `device`, kept as `options` say: the loop inside a
+    session that locks the clock (or not, read-only), holds the cap and accounts the
+    device's time and energy. A cap that changes (`spec.cap`) needs the `reselector`
+    that picks (b, f) at every change."""
+    if changes(spec.cap) != (reselector is not None):
+        raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
+    options = options or RunOptions()
+    setup = RunSetup.build(device, spec, data)
+    saved = checkpoint_to_resume(options.checkpoint_dir, options.resume, setup.config)
+    follower = None
+    if reselector is not None:
+        follower = CapFollower(spec.cap, reselector, saved=saved.get("follower") if saved else None)
+    return _run(device, setup, saved, options, follower)
+
+
 def train_on_device(
     device: Device,
     model_name: str,
@@ -154,7 +189,8 @@ def train_on_device(
     resume: bool = False,
     sample_rate_hz: float = defaults.TRAIN_SAMPLE_RATE_HZ,
     progress: bool = True,
-    power_schedule: Optional[Budget] = None,
+    power_limit_w: Optional[float] = None,
+    power_schedule: Optional[Cap] = None,
     reselector: Optional[Reselector] = None,
     eval_log: Optional[Union[str, Path]] = None,
     tensorboard_dir: Optional[Union[str, Path]] = None,
@@ -163,8 +199,8 @@ def train_on_device(
 ) -> TrainResult:
     """Fine-tune `model_name` on `data` on `device` until the target accuracy (or the
     sample budget), with the clocks locked at `freq_mhz` (None: leave them) and the
-    power guard holding `power_limit_w`. `spec` takes the fields of
-    [TrainSpec][undercap.train.setup.TrainSpec] (`batch_size` and `target_accuracy`
+    power guard holding `power_limit_w`. `spec` takes the other fields of
+    [TrainSpec][undercap.train.spec.TrainSpec] (`batch_size` and `target_accuracy`
     are required). The learning rate is scaled from the largest batch by
     sqrt(b / b_max), as in the r(b) estimate. Evaluation runs with the device's
     accounting paused: it is reported as host time, not as training.
@@ -175,36 +211,33 @@ def train_on_device(
     `time_budget_s` ends the run, with an evaluation, once it trained that much device
     time (a lane of a race; its checkpoint continues as an ordinary run). Checkpoints
     go to `checkpoint_dir` every `checkpoint_every_s` device seconds (or
-    `checkpoint_every_samples`), and `resume=True` continues a killed run exactly."""
-    if (power_schedule is None) != (reselector is None):
-        raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
-    setup = RunSetup.build(device, TrainSpec(model=model_name, **spec), data)
-    saved = checkpoint_to_resume(checkpoint_dir, resume, setup.config)
-    checkpoint = {
-        "dir": checkpoint_dir,
-        "every_s": checkpoint_every_s,
-        "every_samples": checkpoint_every_samples,
-        "config": setup.config,
-        "eval_log": EvalLog.open(eval_log, tensorboard_dir),
-        "budget_s": time_budget_s,
-    }
-    follow = None if power_schedule is None else (power_schedule, reselector)
-    return _run(device, setup, saved, checkpoint, sample_rate_hz, progress, follow)
+    `checkpoint_every_samples`), and `resume=True` continues a killed run exactly.
+
+    The keyword form of [train][undercap.train.runner.train], which takes the two
+    values this builds: the TrainSpec and the RunOptions."""
+    cap = cap_from(power_limit_w, power_schedule)
+    options = RunOptions(
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every_s=checkpoint_every_s,
+        checkpoint_every_samples=checkpoint_every_samples,
+        resume=resume,
+        sample_rate_hz=sample_rate_hz,
+        progress=progress,
+        eval_log=eval_log,
+        tensorboard_dir=tensorboard_dir,
+        time_budget_s=time_budget_s,
+    )
+    return train(device, TrainSpec(model=model_name, cap=cap, **spec), data, options, reselector)
 
 
 def _run(
     device: Device,
     setup: RunSetup,
     saved: Optional[dict[str, Any]],
-    checkpoint: dict[str, Any],
-    sample_rate_hz: float,
-    progress: bool,
-    follow: Optional[tuple[Budget, Reselector]] = None,
+    options: RunOptions,
+    follower: Optional[CapFollower],
 ) -> TrainResult:
     spec, trainer = setup.spec, setup.trainer
-    follower = None
-    if follow is not None:
-        follower = CapFollower(*follow, saved=saved.get("follower") if saved else None)
     if saved is not None:
         trainer.load_state_dict(saved["trainer"])
     warnings = list(saved.get("warnings", [])) if saved else list(setup.warnings)
@@ -216,7 +249,7 @@ def _run(
         freq_mhz=saved["freq_mhz"] if saved else spec.freq_mhz,
         workload=setup.workload,
         guard_window_s=spec.guard_window_s,
-        sample_rate_hz=sample_rate_hz,
+        sample_rate_hz=options.sample_rate_hz,
         cuda_sync=setup.cuda_sync,
         saved=saved,
         samples=trainer.samples,
@@ -224,14 +257,16 @@ def _run(
         batch_size=trainer.cfg.batch_size,
         batch_ladder=spec.batch_ladder,
     )
-    bar = sample_bar(spec.max_samples, f"train b={spec.batch_size}", progress, trainer.samples)
+    bar = sample_bar(
+        spec.max_samples, f"train b={spec.batch_size}", options.progress, trainer.samples
+    )
     with session:
         freq_start = saved["freq_mhz_start"] if saved else session.freq_start
-        ckpt = dict(checkpoint, freq_mhz_start=freq_start, warnings=warnings)
+        ckpt = _Checkpointing(options, setup.config, freq_start, warnings)
         hooks = _Hooks(session, ckpt, bar, spec)
         hooks.follow(trainer)  # a changing cap chose the first configuration
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
-        loop_result = _loop(trainer, hooks, checkpoint["dir"])
+        loop_result = _loop(trainer, hooks, options.checkpoint_dir)
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
     acc = session.snapshot()
     return setup.result(
@@ -245,6 +280,6 @@ def _run(
         resumed_from=int(saved["trainer"]["samples"]) if saved else None,
         provenance=provenance(seed=spec.seed, device=device.name),
         segments=session.segments(),
-        schedule=None if follow is None else follow[0].source,
+        schedule=None if follower is None else spec.cap.source,
         clocks=session.clocks,
     )
