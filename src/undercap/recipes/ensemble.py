@@ -38,43 +38,58 @@ def load_pooled(paths: Sequence[str], model: str) -> Efficiency:
     return pooled_efficiency(effs)
 
 
-def configured_several(cfg: Any) -> bool:
-    """Whether a recipe config names several proxies (a set file shows only once read)."""
-    return len(getattr(cfg, "proxies", ())) > 1 or len(getattr(cfg, "efficiencies", ())) > 1
-
-
-def check_several(cfg: Any, eff: Optional[Efficiency] = None) -> None:
-    """What several proxies support, checked before any estimate (and again once the
-    artifacts are read: one file may hold several). cfg: a Run- or CompareConfig."""
-    if not (configured_several(cfg) or (eff is not None and several(eff))):
+def check_several(
+    sources: int, rule: Optional[str], objective: str, eff: Optional[Efficiency] = None
+) -> None:
+    """What several proxies support, checked before any estimate (`sources`: the proxies
+    or efficiency files named) and again once the artifacts are read (one file may hold
+    several): the ensemble rule, for time."""
+    if not (sources > 1 or (eff is not None and several(eff))):
         return
-    rule = getattr(cfg, "rule", None)
     if rule not in (None, "paper", ENSEMBLE):
         raise UndercapError(
             f"--rule {rule} works with one proxy; several proxies use the ensemble rule"
         )
-    if getattr(cfg, "objective", "time") != "time":
+    if objective != "time":
         raise UndercapError(
             "several proxies rank time to accuracy only; use --objective time or one proxy"
         )
     # A changing cap needs nothing more: re-selecting with the pooled (median) r(b) at
-    # each cap is the ensemble rule at that cap (train/schedule.follow_kwargs).
+    # each cap is the ensemble rule at that cap (train/schedule.reselector_for).
 
 
 def ensemble_selection(
-    profile: Profile, eff: Efficiency, limit: Optional[float], **kwargs: Any
+    profile: Profile,
+    eff: Efficiency,
+    limit: Optional[float],
+    *,
+    proxy: Optional[Efficiency] = None,
+    safe_freq_mhz: Optional[float] = None,
+    training: Optional[dict[str, Any]] = None,
+    objective: str = "time",
+    energy_budget_j: Optional[float] = None,
+    margin_w: Optional[float] = None,
 ) -> Selection:
     """recipes.select.build_selection on the pooled r(b) (whose Algorithm 1 choice is
     the ensemble rule's), with the rule's name and every proxy's view in extra
-    ["ensemble"]. kwargs: build_selection's (safe_freq_mhz, training, margin_w)."""
+    ["ensemble"]; the keywords are build_selection's."""
     from undercap.recipes.select import build_selection
 
-    selection = build_selection(profile, eff, limit, **kwargs)
+    selection = build_selection(
+        profile,
+        eff,
+        limit,
+        proxy=proxy,
+        safe_freq_mhz=safe_freq_mhz,
+        training=training,
+        objective=objective,
+        energy_budget_j=energy_budget_j,
+        margin_w=margin_w,
+    )
     if not several(eff):
         return selection
     effs = as_set(eff)
-    margin = kwargs.get("margin_w")
-    ens = select_ensemble(profile.with_margin(margin), effs.relatives, limit)
+    ens = select_ensemble(profile.with_margin(margin_w), effs.relatives, limit)
     if (ens.choice.batch_size, ens.choice.freq_mhz) != (selection.batch_size, selection.freq_mhz):
         raise AssertionError("the pooled r(b)'s Algorithm 1 choice is the ensemble rule's")
     return dataclasses.replace(

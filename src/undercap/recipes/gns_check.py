@@ -20,6 +20,7 @@ not even defaults.GNS_MIN_STEPS fit (a training too short to check cheaply).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
@@ -27,9 +28,34 @@ from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.efficiency import Efficiency
 from undercap.artifacts.profile import Profile
+from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 
 RULES = ("paper", "spread", "gns")
+
+
+@dataclass(frozen=True)
+class GnsAsk:
+    """What the cross-check needs of a run: the rule that picks the trained choice, the
+    probe switch and budget (a fraction of the predicted training time), the objective
+    and safety margin selection uses, where the target trains (the device by name,
+    opened for the probe) and the proxy (None: known only by its r(b)), and how every
+    run starts (the seed, the weights, the user's loss and metric)."""
+
+    rule: str
+    on: bool
+    budget_fraction: float
+    objective: str
+    margin_w: Optional[float]
+    device: str
+    device_options: Mapping[str, Any]
+    model: str
+    target: DataSpec
+    proxy: Optional[DataSpec]
+    seed: int
+    pretrained: Optional[str]
+    loss: Optional[str] = None
+    metric: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +130,7 @@ def plan(
     return row, steps, predicted, None
 
 
-def _probe_target(cfg: Any, setup: Any, row: Any, steps: int) -> tuple[Any, float]:
+def _probe_target(ask: GnsAsk, row: Any, steps: int) -> tuple[Any, float]:
     """B_simple on the target on the device; every pass charged to its clock."""
     from undercap.data.spec import load_splits
     from undercap.devices import open_device
@@ -113,26 +139,27 @@ def _probe_target(cfg: Any, setup: Any, row: Any, steps: int) -> tuple[Any, floa
     from undercap.models.weights import initial_model
     from undercap.models.workload import workload_of
 
-    data = load_splits(cfg.target, "cpu")
-    model, _ = initial_model(cfg.model, data, init_seed=cfg.seed, pretrained=setup.pretrained)
-    workload = workload_of(model, cfg.model, data.input_shape, data.task)
-    device_opts = dict(cfg.device_options)
-    with open_device(cfg.device, seed=cfg.seed, **device_opts) as device, locked(
+    data = load_splits(ask.target, "cpu")
+    model, _ = initial_model(ask.model, data, init_seed=ask.seed, pretrained=ask.pretrained)
+    workload = workload_of(model, ask.model, data.input_shape, data.task)
+    device_opts = dict(ask.device_options)
+    with open_device(ask.device, seed=ask.seed, **device_opts) as device, locked(
         device, row.freq_mhz
     ):
         t0 = device.now_s()
         ns = probe_noise_scale(
             model, data, b_small=row.batch_size, b_big=defaults.GNS_PROBE_K * row.batch_size,
-            steps=steps, seed=cfg.seed, loss=setup.loss, metric=setup.metric,
+            steps=steps, seed=ask.seed, loss=ask.loss, metric=ask.metric,
             torch_device="cpu", on_pass=lambda b: device.account_step(workload, b),
         )  # fmt: skip
         device.synchronize()
         return ns, device.now_s() - t0
 
 
-def _probe_proxy(cfg: Any, setup: Any, b_small: int, steps: int, cache: Cache) -> Optional[Any]:
+def _probe_proxy(ask: GnsAsk, b_small: int, steps: int, cache: Cache) -> Optional[Any]:
     """The same probe on the proxy data, on the host (cached); None without a proxy."""
-    if cfg.proxy is None:
+    proxy = ask.proxy
+    if proxy is None:
         return None
     from undercap.artifacts.io import file_sha256
     from undercap.data.spec import load_splits
@@ -140,53 +167,52 @@ def _probe_proxy(cfg: Any, setup: Any, b_small: int, steps: int, cache: Cache) -
     from undercap.models.weights import initial_model
 
     key = {
-        "model": cfg.model,
-        "data": cfg.proxy.key(),
+        "model": ask.model,
+        "data": proxy.key(),
         "b_small": b_small,
         "k": defaults.GNS_PROBE_K,
         "steps": steps,
-        "weights": file_sha256(setup.pretrained) if setup.pretrained else None,
-        "seed": cfg.seed,
-        "objective": [setup.loss, setup.metric],
+        "weights": file_sha256(ask.pretrained) if ask.pretrained else None,
+        "seed": ask.seed,
+        "objective": [ask.loss, ask.metric],
     }
 
     def make() -> dict[str, Any]:
-        data = load_splits(cfg.proxy, "cpu")
+        data = load_splits(proxy, "cpu")
         steps_here = min(steps, data.n_train // (defaults.GNS_PROBE_K * b_small))
         if steps_here < defaults.GNS_MIN_STEPS:
             raise UndercapError(f"the proxy has too few samples for {steps} probe steps")
-        model, _ = initial_model(cfg.model, data, init_seed=cfg.seed, pretrained=setup.pretrained)
+        model, _ = initial_model(ask.model, data, init_seed=ask.seed, pretrained=ask.pretrained)
         return probe_noise_scale(
             model, data, b_small=b_small, b_big=defaults.GNS_PROBE_K * b_small,
-            steps=steps_here, seed=cfg.seed, loss=setup.loss, metric=setup.metric,
+            steps=steps_here, seed=ask.seed, loss=ask.loss, metric=ask.metric,
         ).to_dict()  # fmt: skip
 
     return NoiseScale.from_dict(cache.json("gns-probe", key, make))
 
 
 def cross_check(
-    cfg: Any, setup: Any, profile: Profile, eff: Efficiency, limit: Optional[float], cache: Cache
+    ask: GnsAsk, profile: Profile, eff: Efficiency, limit: Optional[float], cache: Cache
 ) -> GnsCheck:
-    """Probe (within the budget), compare with the proxy's r(b), and every rule's choice.
-    cfg: recipes.run.RunConfig (its `rule`, `gns_budget`, target, proxy, device)."""
+    """Probe (within the budget), compare with the proxy's r(b), and every rule's choice."""
     from undercap.data.spec import load_splits
 
-    rule, budget = cfg.rule, cfg.gns_budget
+    rule, budget = ask.rule, ask.budget_fraction
     if rule not in RULES:
         raise UndercapError(f"--rule {rule!r}: choose one of {', '.join(RULES)}")
-    if rule != "paper" and cfg.objective != "time":
+    if rule != "paper" and ask.objective != "time":
         raise UndercapError(f"--rule {rule} ranks time to accuracy; use it with --objective time")
-    profile = profile.with_margin(getattr(cfg, "power_margin_w", None))  # as selection does
-    n_train = load_splits(cfg.target, "cpu").n_train
+    profile = profile.with_margin(ask.margin_w)  # as selection does
+    n_train = load_splits(ask.target, "cpu").n_train
     row, steps, predicted, skipped = plan(profile, eff, limit, n_train, budget)
-    if not cfg.gns_check:
+    if not ask.on:
         skipped = "off (--no-gns-check)"
     choices = decide(profile, eff, limit, None, None)
     base = {"rule": rule, "predicted_train_time_s": predicted, "budget_fraction": budget}
     if skipped is not None:
         return GnsCheck(skipped=skipped, choices=choices, **base)
-    target, probe_s = _probe_target(cfg, setup, row, steps)
-    proxy = _probe_proxy(cfg, setup, row.batch_size, steps, cache)
+    target, probe_s = _probe_target(ask, row, steps)
+    proxy = _probe_proxy(ask, row.batch_size, steps, cache)
     choices = decide(profile, eff, limit, target, proxy)
     return GnsCheck(
         b_small=row.batch_size, b_big=target.b_big, steps=steps, target=target.to_dict(),

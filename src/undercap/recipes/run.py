@@ -28,7 +28,7 @@ from undercap.artifacts.profile import Profile, save_profile
 from undercap.artifacts.selection import Selection, save_selection
 from undercap.artifacts.train_result import TrainResult, save_train_result
 from undercap.data.spec import DataSpec
-from undercap.errors import ArtifactError, InfeasibleError, UndercapError
+from undercap.errors import InfeasibleError, UndercapError
 from undercap.recipes.common import (
     Log,
     TrainingSetup,
@@ -38,15 +38,15 @@ from undercap.recipes.common import (
     with_pretrained,
 )
 from undercap.recipes.ensemble import check_several, ensemble_selection, load_pooled
-from undercap.recipes.gns_check import apply_check, cross_check
+from undercap.recipes.gns_check import GnsAsk, apply_check, cross_check
 from undercap.recipes.profiling import ProfileAsk, complete, profile_stage, with_cost
 from undercap.recipes.race import RaceAsk, race_plan, race_summary, race_then_train
+from undercap.recipes.run_train import SelectionTraining
 from undercap.recipes.select import build_selection, training_of
 from undercap.select import lowest_feasible_power_w
 from undercap.select.pooling import as_set, pooled_efficiency, several
 from undercap.train.cap import Cap, FixedCap, cap_from, changes, fixed_limit_w
-from undercap.train.schedule import LiveSource, Reselector, reselector_for
-from undercap.train.spec import RunOptions, TrainSpec
+from undercap.train.schedule import LiveSource, reselector_for
 
 
 @dataclass(frozen=True)
@@ -190,22 +190,7 @@ def run(
         f"selected batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
         f"(limit {'none' if limit is None else f'{limit:g} W'}); training on {cfg.target.label}"
     )
-    train = _Training(cfg, cap, setup.torch_device)
-    if changes(cap):
-        train.reselector = reselector_for(
-            profile.with_margin(cfg.power_margin_w),
-            eff,
-            objective=cfg.objective,
-            energy_budget_j=cfg.energy_budget_j,
-        )
-    race = RaceAsk(cfg.race, cfg.race_fraction, cfg.power_margin_w, changes(cap))
-    plan, why = race_plan(race, profile, eff, limit, selection)  # recipes/race.py
-    if why:
-        log(why)
-    if plan is not None and plan.needed:
-        result = race_then_train(cfg.target_accuracy, selection, plan, out, progress, log, train)
-    else:
-        result = train(selection, out, progress, None)
+    result = _train(cfg, cap, setup, profile, eff, limit, selection, out, progress, log)
     save_train_result(out / "train.json", result)
     selection = with_cost(selection, profile, result)  # profiling's share of the training
     save_selection(out / "selection.json", selection)
@@ -214,6 +199,40 @@ def run(
     text = run_summary(cfg, profile, eff, selection, result) + race_summary(result)
     write_atomic(out / "summary.md", text)
     return RunResult(profile, eff, selection, result, text)
+
+
+def _train(
+    cfg: RunConfig,
+    cap: Cap,
+    setup: TrainingSetup,
+    profile: Profile,
+    eff: Efficiency,
+    limit: Optional[float],
+    selection: Selection,
+    out: Path,
+    progress: bool,
+    log: Log,
+) -> TrainResult:
+    """Train the selection on the target under the cap (re-selecting where it changes),
+    after the race where one is asked for and needed (recipes/race.py)."""
+    reselector = None
+    if changes(cap):
+        reselector = reselector_for(
+            profile.with_margin(cfg.power_margin_w),
+            eff,
+            objective=cfg.objective,
+            energy_budget_j=cfg.energy_budget_j,
+        )
+    train = SelectionTraining(
+        cfg.device, cfg.device_options, cfg.seed, cfg.target, cap, setup.torch_device, reselector
+    )
+    race = RaceAsk(cfg.race, cfg.race_fraction, cfg.power_margin_w, changes(cap))
+    plan, why = race_plan(race, profile, eff, limit, selection)
+    if why:
+        log(why)
+    if plan is not None and plan.needed:
+        return race_then_train(cfg.target_accuracy, selection, plan, out, progress, log, train)
+    return train(selection, out, progress, None)
 
 
 def _selection(
@@ -231,7 +250,7 @@ def _selection(
         return ensemble_selection(
             profile, eff, limit, training=training, margin_w=cfg.power_margin_w
         )
-    check = cross_check(cfg, setup, profile, eff, limit, cache)  # r(b) vs the noise scale
+    check = cross_check(_gns_ask(cfg, setup), profile, eff, limit, cache)  # r(b) vs noise scale
     selection = build_selection(
         profile,
         eff,
@@ -242,6 +261,26 @@ def _selection(
         margin_w=cfg.power_margin_w,
     )
     return apply_check(selection, check)  # the rule's choice (paper: unchanged)
+
+
+def _gns_ask(cfg: RunConfig, setup: TrainingSetup) -> GnsAsk:
+    """What the noise-scale cross-check needs of this run."""
+    return GnsAsk(
+        rule=cfg.rule,
+        on=cfg.gns_check,
+        budget_fraction=cfg.gns_budget,
+        objective=cfg.objective,
+        margin_w=cfg.power_margin_w,
+        device=cfg.device,
+        device_options=cfg.device_options,
+        model=cfg.model,
+        target=cfg.target,
+        proxy=cfg.proxy,
+        seed=cfg.seed,
+        pretrained=setup.pretrained,
+        loss=setup.loss,
+        metric=setup.metric,
+    )
 
 
 def _plot_schedule(result: TrainResult, cap: Cap, path: Path, log: Log) -> None:
@@ -322,11 +361,12 @@ def _efficiency(
 ) -> Efficiency:
     """r(b) on the proxy; several proxies pooled (recipes/ensemble.py), and checked
     before any estimate runs."""
-    check_several(cfg)
+    sources = max(len(cfg.proxies), len(cfg.efficiencies))
+    check_several(sources, cfg.rule, cfg.objective)
     paths = cfg.efficiencies or ((cfg.efficiency,) if cfg.efficiency else ())
     if paths:
         eff = load_pooled(paths, cfg.model)
-        check_several(cfg, eff)  # one file may hold several proxies
+        check_several(sources, cfg.rule, cfg.objective, eff)  # one file may hold several
         log(f"reusing r(b) from {', '.join(paths)} ({eff.dataset})")
         return eff
     specs = cfg.proxies or ((cfg.proxy,) if cfg.proxy is not None else ())
@@ -350,46 +390,3 @@ def _efficiency(
         for spec in specs
     ]
     return pooled_efficiency(EfficiencySet.of(effs))
-
-
-class _Training:
-    """One device run of `run` at a selection's (b, f), its checkpoint and evaluation
-    log in a folder (a re-run resumes it): the winner's, or a race lane's when given a
-    device-time budget (recipes/race.py)."""
-
-    def __init__(self, cfg: RunConfig, cap: Cap, torch_device: str) -> None:
-        self.cfg, self.cap, self.torch_device = cfg, cap, torch_device
-        self.reselector: Optional[Reselector] = None  # a cap that changes re-selects
-
-    def __call__(
-        self,
-        selection: Selection,
-        folder: Path,
-        progress: bool,
-        time_budget_s: Optional[float] = None,
-    ) -> TrainResult:
-        from undercap.data.spec import load_splits
-        from undercap.devices import open_device
-        from undercap.train import train
-
-        cfg, ckpt = self.cfg, folder / "checkpoint"
-        spec = TrainSpec.from_selection(selection, cap=self.cap, torch_device=self.torch_device)
-        resume = (ckpt / "checkpoint.pt").exists()  # a re-run continues (or returns) the run
-        options = RunOptions(
-            checkpoint_dir=ckpt,
-            resume=resume,
-            progress=progress,
-            eval_log=folder / "evals.csv",  # one row per evaluation, for pandas
-            time_budget_s=time_budget_s,
-        )
-        data = load_splits(cfg.target, "cpu")
-        with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
-            try:
-                return train(device, spec, data, options, self.reselector)
-            except ArtifactError as e:
-                if not resume:
-                    raise
-                raise UndercapError(
-                    f"cannot continue the training checkpointed in {ckpt} ({e}); use a new -o "
-                    f"folder or delete {ckpt}"
-                ) from e

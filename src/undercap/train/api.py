@@ -39,7 +39,7 @@ from undercap.artifacts.selection import Selection
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
-from undercap.train.choice import Choice, choose_config, follower_for, median_relative
+from undercap.train.choice import Choice, capped_cap, run_at
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.race_capped import capped_race
 from undercap.train.session import Session, current_freq_mhz
@@ -332,18 +332,20 @@ def capped(
     Where the clocks are read-only, they are used as found and the guard holds the cap
     by stepping `batch_size` down; `switch_batch=False` where the loop cannot change its
     batch size (an excess is then recorded and warned about)."""
-    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
-        relative = median_relative(proxies, relative)
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
-    choice = choose_config(
-        selection, batch_size, freq_mhz, power_limit_w, profile, relative, obj, max_batch_size
+    given = (batch_size, freq_mhz, max_batch_size, capped_cap(power_limit_w, power_schedule))
+    choice, follower = run_at(selection, given, profile, relative, proxies, obj)
+    cap = Capped(
+        device,
+        choice,
+        target_accuracy=target_accuracy,
+        workload=_fitting(device, workload, model, input_shape, task, choice.batch_size),
+        guard_window_s=guard_window_s,
+        sample_rate_hz=sample_rate_hz,
+        follower=follower,
+        eval_log=EvalLog.open(eval_log, tensorboard_dir),
+        switch_batch=switch_batch,
     )
-    follower = follower_for(power_schedule, profile, relative, obj)
-    workload = _fitting(device, workload, model, input_shape, task, choice.batch_size)
-    log = EvalLog.open(eval_log, tensorboard_dir)
-    window = {"guard_window_s": guard_window_s, "sample_rate_hz": sample_rate_hz}
-    cap = Capped(device, choice, target_accuracy=target_accuracy, workload=workload,
-                 follower=follower, eval_log=log, switch_batch=switch_batch, **window)  # fmt: skip
     if race:
         cap._race = capped_race(cap, profile, proxies, follower, samples_bmax, race_budget)
     return cap

@@ -12,6 +12,9 @@ from typing import Any, Optional, Union
 
 from undercap.artifacts.selection import Selection, load_selection
 from undercap.errors import UndercapError
+from undercap.train.cap import Cap, cap_from, changes, fixed_limit_w
+from undercap.train.follow import CapFollower
+from undercap.train.schedule import Reselector
 
 
 @dataclass(frozen=True)
@@ -64,20 +67,32 @@ def as_profile(profile: Any) -> Any:
     return profile if isinstance(profile, Profile) else load_profile(profile)
 
 
-def follower_for(schedule: Any, profile: Any, relative: Any, objective: Mapping[str, Any]) -> Any:
-    """A CapFollower for a cap that changes (train/follow.py)."""
-    if schedule is None:
+def capped_cap(power_limit_w: Optional[float], power_schedule: Any) -> Cap:
+    """capped()'s one cap: `power_limit_w`, or `power_schedule` (a CSV path, a
+    schedule or a live source), not both."""
+    if power_schedule is None or isinstance(power_schedule, (str, Path)):
+        return cap_from(power_limit_w, power_schedule)
+    if power_limit_w is not None:
+        raise UndercapError("give power_limit_w= or power_schedule=, not both")
+    return power_schedule  # type: ignore[no-any-return]
+
+
+def follower_for(
+    cap: Cap, profile: Any, relative: Any, objective: Mapping[str, Any]
+) -> Optional[CapFollower]:
+    """A CapFollower for a cap that changes (train/follow.py); None for a fixed one."""
+    if not changes(cap):
         return None
     if profile is None or relative is None:
         raise UndercapError("a power schedule needs profile= and relative= to re-select")
-    from undercap.train.follow import CapFollower
-    from undercap.train.schedule import Reselector, load_schedule
-
-    budget = load_schedule(schedule) if isinstance(schedule, (str, Path)) else schedule
-    n_max = objective.get("samples_bmax")
-    kw = {"objective": objective.get("objective", "time"), "n_max": n_max}
-    kw["energy_budget_j"] = objective.get("energy_budget_j")
-    return CapFollower(budget, Reselector(as_profile(profile), dict(relative), **kw))
+    reselector = Reselector(
+        as_profile(profile),
+        dict(relative),
+        objective=objective.get("objective", "time"),
+        energy_budget_j=objective.get("energy_budget_j"),
+        n_max=objective.get("samples_bmax"),
+    )
+    return CapFollower(cap, reselector)
 
 
 def median_relative(proxies: Any, relative: Any) -> dict[int, float]:
@@ -87,3 +102,29 @@ def median_relative(proxies: Any, relative: Any) -> dict[int, float]:
     from undercap.select.pooling import proxies_relative
 
     return proxies_relative(proxies)
+
+
+def run_at(
+    selection: Union[Selection, str, Path, None],
+    given: tuple[Optional[int], Optional[float], Optional[int], Cap],
+    profile: Any,
+    relative: Optional[Mapping[int, float]],
+    proxies: Any,
+    obj: dict[str, Any],
+) -> tuple[Choice, Optional[CapFollower]]:
+    """What capped() runs at (choose_config) and, for a cap that changes, the follower
+    that re-selects; `given`: the batch size, clock, b_max and cap passed to it."""
+    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
+        relative = median_relative(proxies, relative)
+    batch_size, freq_mhz, max_batch_size, limit = given
+    choice = choose_config(
+        selection,
+        batch_size,
+        freq_mhz,
+        fixed_limit_w(limit),
+        profile,
+        relative,
+        obj,
+        max_batch_size,
+    )
+    return choice, follower_for(limit, profile, relative, obj)
