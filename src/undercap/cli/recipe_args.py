@@ -112,6 +112,33 @@ DETERMINISTIC_HELP = (
 )
 
 
+def _add_estimate_args(g: argparse._ArgumentGroup) -> None:
+    """How the recipe's r(b) estimates run: their seeds and target, in parallel or on
+    Ray, and where finished runs are kept."""
+    g.add_argument(
+        "--estimate-seeds",
+        type=seeds_arg,
+        default=None,
+        help="seeds of the r(b) estimates, e.g. 3 or 0,1,2",
+    )
+    g.add_argument(
+        "--proxy-accuracy",
+        type=fraction,
+        default=None,
+        help="target accuracy on the proxy (default: the target's)",
+    )
+    g.add_argument(
+        "--jobs", type=positive_int, default=1, help="parallel estimate runs (default 1)"
+    )
+    add_executor_args(g)
+    g.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="cache of profiles, estimates and runs (default OUTPUT/cache)",
+    )
+
+
 def add_training_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training")
     g.add_argument(
@@ -145,30 +172,9 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="learning rate at the largest batch (default: the model's)",
     )
-    g.add_argument(
-        "--estimate-seeds",
-        type=seeds_arg,
-        default=None,
-        help="seeds of the r(b) estimates, e.g. 3 or 0,1,2",
-    )
-    g.add_argument(
-        "--proxy-accuracy",
-        type=fraction,
-        default=None,
-        help="target accuracy on the proxy (default: the target's)",
-    )
     g.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
     g.add_argument("--deterministic", action="store_true", help=DETERMINISTIC_HELP)
-    g.add_argument(
-        "--jobs", type=positive_int, default=1, help="parallel estimate runs (default 1)"
-    )
-    add_executor_args(g)
-    g.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=None,
-        help="cache of profiles, estimates and runs (default OUTPUT/cache)",
-    )
+    _add_estimate_args(g)
     add_objective_args(g)
     add_margin_arg(g)
     g.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -47,8 +47,10 @@ def raced_training(
     if args.race_budget >= 1:
         raise UndercapError(f"--race-budget {args.race_budget:g}: give a fraction below 1")
     sel = load_selection(args.from_selection)
-    paths = {k: getattr(args, k) or related_artifact(args.from_selection, sel, k)
-             for k in ("profile", "efficiency")}  # fmt: skip
+    paths = {
+        k: getattr(args, k) or related_artifact(args.from_selection, sel, k)
+        for k in ("profile", "efficiency")
+    }
     if None in paths.values():
         raise UndercapError("--race needs the selection's profile and efficiency set")
     eff = load_pooled([str(paths["efficiency"])], spec.model)

@@ -81,9 +81,16 @@ def load_user_data(
     pad = pad_id(tr, te, text)
     i_tr, i_te = _subset(len(y_tr), seed, limit), _subset(len(y_te), seed + 1, _test_limit(limit))
     return Splits(
-        spec, kind, x_tr[i_tr], y_tr[i_tr], x_te[i_te], y_te[i_te], classes,
-        task_name=named, pad_token_id=pad,
-    )  # fmt: skip
+        spec,
+        kind,
+        x_tr[i_tr],
+        y_tr[i_tr],
+        x_te[i_te],
+        y_te[i_te],
+        classes,
+        task_name=named,
+        pad_token_id=pad,
+    )
 
 
 def _read(ds: Any, text: str, split: str) -> Items:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -89,23 +89,11 @@ def profile_model(
     sweep for the limit `efficient_for_w` (Sec. 4.1; `relative`, `margin_w`, `prior`:
     profile.run_profile). host_steps=False: simulated devices give t and P from their
     model alone. `task` says which inputs a user's model takes."""
-    from undercap.profile import PROFILE_METHOD, ProfileSettings, run_profile
+    from undercap.profile import ProfileSettings, run_profile
 
-    key = {
-        "device": device.info().to_dict(),
-        "model": model,
-        "input_shape": list(shape),
-        "batch_sizes": sorted(batch_sizes),
-        "num_classes": num_classes,
-        "host_steps": host_steps,
-        "efficient_for_w": efficient_for_w,
-        "task": task,
-        "sweep": [None if relative is None else sorted(relative.items()), margin_w],
-        "method": PROFILE_METHOD,  # profiles measured another way are not reused
-        "prior": None if prior is None else [r.to_dict() for r in prior.rows],
-        "user_code": code_digest(model),
-        "undercap_version": __version__,
-    }
+    sweep = [None if relative is None else sorted(relative.items()), margin_w]
+    key = _profile_key(device, model, shape, batch_sizes, num_classes, host_steps, task, sweep)
+    key.update(efficient_for_w=efficient_for_w, prior=prior and [r.to_dict() for r in prior.rows])
 
     def make() -> dict[str, Any]:
         return run_profile(
@@ -128,6 +116,35 @@ def profile_model(
         log(f"reusing cached profile of {model} ({entry.dir})")
 
     return Profile.from_dict(cache.json("profile", key, make, on_hit=hit))
+
+
+def _profile_key(
+    device: Device,
+    model: str,
+    shape: Sequence[int],
+    batch_sizes: Sequence[int],
+    num_classes: int,
+    host_steps: bool,
+    task: Optional[str],
+    sweep: list[Any],
+) -> dict[str, Any]:
+    """What makes a cached profile this profile (besides the limit it was swept for
+    and the stage-1 rows it completes, which profile_model adds)."""
+    from undercap.profile import PROFILE_METHOD
+
+    return {
+        "device": device.info().to_dict(),
+        "model": model,
+        "input_shape": list(shape),
+        "batch_sizes": sorted(batch_sizes),
+        "num_classes": num_classes,
+        "host_steps": host_steps,
+        "task": task,
+        "sweep": sweep,
+        "method": PROFILE_METHOD,  # profiles measured another way are not reused
+        "user_code": code_digest(model),
+        "undercap_version": __version__,
+    }
 
 
 def reuse_or_profile(
@@ -172,24 +189,6 @@ def reuse_or_profile(
         margin_w=margin_w,
         prior=prior,
     )
-
-
-def check_feasible(
-    profile: Profile, limits: Iterable[Optional[float]], margin_w: Optional[float] = None
-) -> None:
-    """Fail early (before any estimate or training) on a limit no configuration of the
-    profiled model meets (peak plus margin), naming the lowest feasible power."""
-    from undercap.errors import InfeasibleError
-    from undercap.select import lowest_feasible_power_w
-
-    lowest = lowest_feasible_power_w(profile, margin_w=margin_w)
-    for lim in limits:
-        if lim is not None and lim < lowest:
-            raise InfeasibleError(
-                f"no configuration of {profile.model} on {profile.device.get('name')} stays "
-                f"under {lim:g} W: the lowest feasible power is {lowest:.2f} W; raise the "
-                "power limit to at least that"
-            )
 
 
 # --- pre-training and efficiency ------------------------------------------------------------

@@ -148,10 +148,17 @@ def _probe_target(ask: GnsAsk, row: Any, steps: int) -> tuple[Any, float]:
     ):
         t0 = device.now_s()
         ns = probe_noise_scale(
-            model, data, b_small=row.batch_size, b_big=defaults.GNS_PROBE_K * row.batch_size,
-            steps=steps, seed=ask.seed, loss=ask.loss, metric=ask.metric,
-            torch_device="cpu", on_pass=lambda b: device.account_step(workload, b),
-        )  # fmt: skip
+            model,
+            data,
+            b_small=row.batch_size,
+            b_big=defaults.GNS_PROBE_K * row.batch_size,
+            steps=steps,
+            seed=ask.seed,
+            loss=ask.loss,
+            metric=ask.metric,
+            torch_device="cpu",
+            on_pass=lambda b: device.account_step(workload, b),
+        )
         device.synchronize()
         return ns, device.now_s() - t0
 
@@ -184,9 +191,15 @@ def _probe_proxy(ask: GnsAsk, b_small: int, steps: int, cache: Cache) -> Optiona
             raise UndercapError(f"the proxy has too few samples for {steps} probe steps")
         model, _ = initial_model(ask.model, data, init_seed=ask.seed, pretrained=ask.pretrained)
         return probe_noise_scale(
-            model, data, b_small=b_small, b_big=defaults.GNS_PROBE_K * b_small,
-            steps=steps_here, seed=ask.seed, loss=ask.loss, metric=ask.metric,
-        ).to_dict()  # fmt: skip
+            model,
+            data,
+            b_small=b_small,
+            b_big=defaults.GNS_PROBE_K * b_small,
+            steps=steps_here,
+            seed=ask.seed,
+            loss=ask.loss,
+            metric=ask.metric,
+        ).to_dict()
 
     return NoiseScale.from_dict(cache.json("gns-probe", key, make))
 
@@ -215,10 +228,16 @@ def cross_check(
     proxy = _probe_proxy(ask, row.batch_size, steps, cache)
     choices = decide(profile, eff, limit, target, proxy)
     return GnsCheck(
-        b_small=row.batch_size, b_big=target.b_big, steps=steps, target=target.to_dict(),
-        proxy=None if proxy is None else proxy.to_dict(), probe_time_s=probe_s,
-        choices=choices, **_comparison(eff, target, proxy), **base,
-    )  # fmt: skip
+        b_small=row.batch_size,
+        b_big=target.b_big,
+        steps=steps,
+        target=target.to_dict(),
+        proxy=None if proxy is None else proxy.to_dict(),
+        probe_time_s=probe_s,
+        choices=choices,
+        **_comparison(eff, target, proxy),
+        **base,
+    )
 
 
 def _spread(eff: Efficiency) -> dict[int, Any]:
@@ -298,6 +317,9 @@ def apply_check(selection: Any, check: GnsCheck) -> Any:
     )
     keep = ("batch_size", "freq_mhz", "time_per_sample_s", "peak_power_w", "relative_samples")
     return dataclasses.replace(
-        selection, **{k: c[k] for k in keep}, score=c["time_per_sample_s"] * c["relative_samples"],
-        method=f"ours ({check.rule} rule)", extra=extra,
-    )  # fmt: skip
+        selection,
+        **{k: c[k] for k in keep},
+        score=c["time_per_sample_s"] * c["relative_samples"],
+        method=f"ours ({check.rule} rule)",
+        extra=extra,
+    )

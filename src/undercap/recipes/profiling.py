@@ -5,7 +5,7 @@ skip batch sizes that cannot win once r(b) is known (profile/sweep.py, point 3).
 1. Before the estimate: the smallest batch size's highest feasible clock, the first
    step of the efficient sweep. At every clock the smallest batch draws the least
    power (paper Sec. 4.1), so when it has no feasible clock nothing has, and `run`
-   stops there with the lowest feasible power (recipes/common.check_feasible).
+   stops there with the lowest feasible power (check_feasible).
 2. After the estimate: the rest of the efficient sweep with r(b), reusing the rows of
    stage 1 (not measured again; their cost is carried over).
 
@@ -17,7 +17,7 @@ followed, for the run's summary and selection.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -95,6 +95,24 @@ def complete(
     if not ask.staged or first.mode == "full":
         return first
     return profile_stage(ask, cache, progress, log, relative=relative, prior=first)
+
+
+def check_feasible(
+    profile: Profile, limits: Iterable[Optional[float]], margin_w: Optional[float] = None
+) -> None:
+    """Fail early (before any estimate or training) on a limit no configuration of the
+    profiled model meets (peak plus margin), naming the lowest feasible power."""
+    from undercap.errors import InfeasibleError
+    from undercap.select import lowest_feasible_power_w
+
+    lowest = lowest_feasible_power_w(profile, margin_w=margin_w)
+    for lim in limits:
+        if lim is not None and lim < lowest:
+            raise InfeasibleError(
+                f"no configuration of {profile.model} on {profile.device.get('name')} stays "
+                f"under {lim:g} W: the lowest feasible power is {lowest:.2f} W; raise the "
+                "power limit to at least that"
+            )
 
 
 def profiling_cost(profile: Profile, result: Any) -> dict[str, Any]:

@@ -146,8 +146,9 @@ def race_summary(result: TrainResult) -> str:
         return ""
     lanes = "; ".join(
         f"b={x['batch_size']}: {x['curve'][-1]['accuracy'] if x['curve'] else float('nan'):.3f} "
-        f"after {x['train_time_s']:.3g} s" for x in r["lanes"]
-    )  # fmt: skip
+        f"after {x['train_time_s']:.3g} s"
+        for x in r["lanes"]
+    )
     w = r["winner"]
     return (
         f"- race on the target: {r['plan']['reason']}; {lanes}; winner b={w['batch_size']} "

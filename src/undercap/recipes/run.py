@@ -32,14 +32,19 @@ from undercap.errors import InfeasibleError, UndercapError
 from undercap.recipes.common import (
     Log,
     TrainingSetup,
-    check_feasible,
     estimate_efficiency,
     stderr_log,
     with_pretrained,
 )
 from undercap.recipes.ensemble import check_several, ensemble_selection, load_pooled
 from undercap.recipes.gns_check import GnsAsk, apply_check, cross_check
-from undercap.recipes.profiling import ProfileAsk, complete, profile_stage, with_cost
+from undercap.recipes.profiling import (
+    ProfileAsk,
+    check_feasible,
+    complete,
+    profile_stage,
+    with_cost,
+)
 from undercap.recipes.race import RaceAsk, race_plan, race_summary, race_then_train
 from undercap.recipes.run_train import SelectionTraining
 from undercap.recipes.select import build_selection, training_of

@@ -61,18 +61,7 @@ def build_selection(
         energy_budget_j=energy_budget_j,
         samples_bmax=n_max,
     )
-    extra: dict[str, Any] = {
-        "objective": objective,
-        "energy_budget_j": energy_budget_j,
-        "mean_power_w": choice.mean_power_w,
-        "samples_bmax": n_max,
-        **_predicted(choice, n_max),
-        "headroom_w": None if power_limit_w is None else power_limit_w - choice.peak_power_w,
-        "dataset": eff.dataset,
-        "target_accuracy": eff.target_accuracy,
-        "excluded_batch_sizes": _excluded(profile, eff, power_limit_w),
-        "candidates": [c.to_dict() for c in sel.per_batch(profile, eff.relative, power_limit_w)],
-    }
+    extra = _choice_extra(choice, profile, eff, power_limit_w, n_max, objective, energy_budget_j)
     safe, source, why_not = _safe_freq(profile, power_limit_w, safe_freq_mhz)
     extra.update(safe_freq_mhz=safe, safe_freq_source=source)
     rel_proxy = (proxy or eff).relative
@@ -97,6 +86,31 @@ def build_selection(
         extra=extra,
         clock=profile.clock,
     )
+
+
+def _choice_extra(
+    choice: Any,
+    profile: Profile,
+    eff: Efficiency,
+    power_limit_w: Optional[float],
+    n_max: Optional[float],
+    objective: str,
+    energy_budget_j: Optional[float],
+) -> dict[str, Any]:
+    """The selection's extra about the choice itself: what it was chosen for, what it
+    predicts, its headroom, every candidate and why the others are out."""
+    return {
+        "objective": objective,
+        "energy_budget_j": energy_budget_j,
+        "mean_power_w": choice.mean_power_w,
+        "samples_bmax": n_max,
+        **_predicted(choice, n_max),
+        "headroom_w": None if power_limit_w is None else power_limit_w - choice.peak_power_w,
+        "dataset": eff.dataset,
+        "target_accuracy": eff.target_accuracy,
+        "excluded_batch_sizes": _excluded(profile, eff, power_limit_w),
+        "candidates": [c.to_dict() for c in sel.per_batch(profile, eff.relative, power_limit_w)],
+    }
 
 
 def _margin_note(profile: Profile, margin_w: Optional[float]) -> str:

@@ -224,8 +224,15 @@ def plot_matrix(
             for t in range(n):
                 if g[p][t] is not None:
                     v = g[p][t]
-                    ax.text(t, p, f"{v:.0f}" if v >= 0.5 else "0", ha="center", va="center",
-                            fontsize=7, color="white" if v > 0.6 * vmax_pct else "black")  # fmt: skip
+                    ax.text(
+                        t,
+                        p,
+                        f"{v:.0f}" if v >= 0.5 else "0",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if v > 0.6 * vmax_pct else "black",
+                    )
         ax.set_xticks(range(n), names, rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(n), names if i % cols == 0 else [""] * n, fontsize=7)
         ax.set_title(label, fontsize=8)

@@ -49,8 +49,14 @@ def plot_schedule(
     if cap is not None:
         xs = [t for t in _cap_times(cap, end) if t <= end] + [end]
         ys = [cap.limit_at(t) for t in xs]
-        top.step(xs, [float("nan") if y is None else y for y in ys], where="post",
-                 color="tab:red", lw=1.5, label="cap")  # fmt: skip
+        top.step(
+            xs,
+            [float("nan") if y is None else y for y in ys],
+            where="post",
+            color="tab:red",
+            lw=1.5,
+            label="cap",
+        )
     else:
         top.plot(*_steps(segments, "power_limit_w"), color="tab:red", lw=1.5, label="cap")
     top.plot(*_steps(segments, "mean_power_w"), color="tab:blue", lw=1.2, label="mean power")

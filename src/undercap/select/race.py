@@ -101,8 +101,12 @@ class Verdict:
     why: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "reached_s": self.reached, "scores": list(self.scores),
-                "why": self.why}  # fmt: skip
+        return {
+            "index": self.index,
+            "reached_s": self.reached,
+            "scores": list(self.scores),
+            "why": self.why,
+        }
 
 
 def _check_fraction(fraction: float, margin: float, max_candidates: int) -> None:
@@ -136,14 +140,16 @@ def plan_race(
         key=lambda c: (c.score, -c.batch_size, -c.freq_mhz),  # Algorithm 1's order
     )
     picks = {
-        _select(profile, _check_relative(r, f"efficiency of proxy {n}"), power_limit_w, OURS,
-                margin_w).batch_size
+        _select(
+            profile, _check_relative(r, f"efficiency of proxy {n}"), power_limit_w, OURS, margin_w
+        ).batch_size
         for n, r in proxies.items()
-    }  # fmt: skip
+    }
     cands = [c for c in ranked if c.batch_size == best.batch_size or c.batch_size in picks]
     predicted_s = float(best.score or 0.0) * float(samples_bmax)
-    return RacePlan(tuple(cands[:max_candidates]), fraction * predicted_s, predicted_s,
-                    fraction, margin)  # fmt: skip
+    return RacePlan(
+        tuple(cands[:max_candidates]), fraction * predicted_s, predicted_s, fraction, margin
+    )
 
 
 def _within(curve: typing.Sequence[Point], budget_s: float) -> list[Point]:

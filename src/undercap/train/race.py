@@ -44,8 +44,9 @@ class Lane:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Lane:
-        curve = tuple((float(p["device_time_s"]), int(p["samples"]), float(p["accuracy"]))
-                      for p in d["curve"])  # fmt: skip
+        curve = tuple(
+            (float(p["device_time_s"]), int(p["samples"]), float(p["accuracy"])) for p in d["curve"]
+        )
         return cls(**{**d, "curve": curve})
 
 
@@ -81,9 +82,14 @@ class RaceRecord:
     cost_j: float  # the losers' energy: added to the energy
 
     def to_dict(self) -> dict[str, Any]:
-        return {"plan": self.plan, "lanes": [lane.to_dict() for lane in self.lanes],
-                "verdict": self.verdict, "winner": self.winner, "cost_s": self.cost_s,
-                "cost_j": self.cost_j}  # fmt: skip
+        return {
+            "plan": self.plan,
+            "lanes": [lane.to_dict() for lane in self.lanes],
+            "verdict": self.verdict,
+            "winner": self.winner,
+            "cost_s": self.cost_s,
+            "cost_j": self.cost_j,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RaceRecord:

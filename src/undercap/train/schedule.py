@@ -227,8 +227,14 @@ class Reselector:
             # the rest of the work must fit the rest of the budget (module docstring)
             budget, n_left = max(budget - energy_j, 1e-9), self.n_max * max(1.0 - p, 1e-9)
         try:
-            c = choose(self.profile, self.relative, limit_w, objective=self.objective,  # type: ignore[arg-type]
-                       energy_budget_j=budget, samples_bmax=n_left)  # fmt: skip
+            c = choose(
+                self.profile,
+                self.relative,
+                limit_w,
+                objective=self.objective,  # type: ignore[arg-type]
+                energy_budget_j=budget,
+                samples_bmax=n_left,
+            )
         except InfeasibleError:
             if budget is None or not self._any_feasible(limit_w):
                 return None
