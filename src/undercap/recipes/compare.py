@@ -47,12 +47,12 @@ from undercap.recipes.baselines import safe_frequencies, safe_profiles
 from undercap.recipes.common import (
     Log,
     TrainingSetup,
-    check_feasible,
     estimate_efficiency,
     reuse_or_profile,
     stderr_log,
     with_pretrained,
 )
+from undercap.recipes.profiling import check_feasible
 from undercap.select.pooling import as_set, pooled_efficiency
 
 #: (batch_size, freq_mhz, seed, power_limit_w) -> the run (method fields filled later)
