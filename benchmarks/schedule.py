@@ -128,11 +128,13 @@ def schedules(profile, day_s: float):  # type: ignore[no-untyped-def]
 
 def strategies(profile, effs):  # type: ignore[no-untyped-def]
     from undercap.select import lowest_feasible_power_w, select_ours
-    from undercap.train.schedule import Config, Reselector
+    from undercap.train.schedule import OperatingPoint, Reselector
 
     proxy, target = effs["proxy"], effs["target"]
     low = select_ours(profile, proxy.relative, lowest_feasible_power_w(profile))
-    fixed = Config(low.batch_size, low.freq_mhz, low.peak_power_w, low.power_margin_w or 0.0)
+    fixed = OperatingPoint(
+        low.batch_size, low.freq_mhz, low.peak_power_w, low.power_margin_w or 0.0
+    )
     return {
         "static": Fixed(fixed, dict(proxy.relative), proxy.samples_bmax),
         "ours": Reselector(profile, proxy.relative, n_max=proxy.samples_bmax),

@@ -15,8 +15,8 @@ import pytest
 from undercap.artifacts import Profile, ProfileRow
 from undercap.errors import ArtifactError
 from undercap.train.schedule import (
-    Config,
     LiveSource,
+    OperatingPoint,
     PowerSchedule,
     Reselector,
     load_schedule,
@@ -265,7 +265,7 @@ class _Reselector:
     relative, n_max = {32: 0.5, 64: 1.0}, None
 
     def choose(self, limit, progress, energy_j):
-        return Config(64 if limit == 5.0 else 32, 900.0, limit or 0.0)
+        return OperatingPoint(64 if limit == 5.0 else 32, 900.0, limit or 0.0)
 
 
 def test_resumed_after_switching_ahead_of_a_falling_cap_keeps_the_new_config(monkeypatch):

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 from undercap.errors import InfeasibleError
 from undercap.train.cap import Cap
 from undercap.train.schedule import (
-    Config,
+    OperatingPoint,
     PowerSchedule,
     Reselector,
     progress_fraction,
@@ -42,7 +42,7 @@ class CapFollower:
             int(k): int(v) for k, v in s.get("samples_by_batch", {}).items()
         }
         cfg = s.get("config")
-        self.config: Optional[Config] = None if cfg is None else Config(**cfg)
+        self.config: Optional[OperatingPoint] = None if cfg is None else OperatingPoint(**cfg)
         self.limit_w: Any = s.get("limit_w", _UNSET)
         self._next_s: Optional[float] = None
 
@@ -95,7 +95,7 @@ class CapFollower:
     def finish(self, session: Any) -> None:
         self.log.close(session)
 
-    def switched(self, session: Any, config: Config) -> None:
+    def switched(self, session: Any, config: OperatingPoint) -> None:
         """The session changed the batch size under the same cap (a read-only device
         over its cap, session.py): a new segment, the configuration a resume holds."""
         self.log.close(session)

@@ -64,17 +64,16 @@ class _Hooks:
         self.eval_log = EvalLog.open(ckpt.options.eval_log, ckpt.options.tensorboard_dir)
         self.budget_s = ckpt.options.time_budget_s  # a race's lane: device seconds (race.py)
 
-    def follow(self, trainer: Trainer) -> None:
-        """Train at the batch size the session says (a changing cap may switch it), with
-        the learning rate re-scaled by the same sqrt rule; the optimizer state stays."""
-        b = self.session.batch_size
-        if b is not None and b != trainer.cfg.batch_size:
-            self.session.device.check_fits(self.session.workload, b)
-            trainer.set_batch_size(b, self.spec.lr_for(b))
+    def switch(self, trainer: Trainer, batch_size: int) -> None:
+        """Train with `batch_size` from the next step on (a changing cap or the guard
+        moved there: session.on_switch), with the learning rate re-scaled by the same
+        sqrt rule; the optimizer state and the data order stay."""
+        if batch_size != trainer.cfg.batch_size:
+            self.session.device.check_fits(self.session.workload, batch_size)
+            trainer.set_batch_size(batch_size, self.spec.lr_for(batch_size))
 
     def on_step(self, trainer: Trainer, batch: int) -> None:
-        self.session.step(batch)
-        self.follow(trainer)
+        self.session.step(batch)  # a switch of the batch size reaches self.switch
         self.bar.update(batch)
         spent = self.budget_s is not None and self.session.acc.train_time_s >= self.budget_s
         if trainer.eval_due(trainer.samples - batch):
@@ -264,7 +263,9 @@ def _run(
         freq_start = saved["freq_mhz_start"] if saved else session.freq_start
         ckpt = _Checkpointing(options, setup.config, freq_start, warnings)
         hooks = _Hooks(session, ckpt, bar, spec)
-        hooks.follow(trainer)  # a changing cap chose the first configuration
+        if session.batch_size is not None:  # a changing cap chose the first configuration
+            hooks.switch(trainer, session.batch_size)
+        session.on_switch = lambda b: hooks.switch(trainer, b)
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
         loop_result = _loop(trainer, hooks, options.checkpoint_dir)
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py

@@ -188,8 +188,9 @@ def remaining_samples(p: float, b: int, relative: Dict[int, float], n_max: float
 
 
 @dataclass(frozen=True)
-class Config:
-    """What training runs at between two changes of the cap."""
+class OperatingPoint:
+    """A (b, f) pair a run trains at between two changes of the cap, with the peak
+    power its profile row gave and the safety margin its feasibility used."""
 
     batch_size: int
     freq_mhz: float
@@ -216,7 +217,7 @@ class Reselector:
 
     def choose(
         self, limit_w: Optional[float], p: float = 0.0, energy_j: float = 0.0
-    ) -> Optional[Config]:
+    ) -> Optional[OperatingPoint]:
         from undercap.errors import InfeasibleError
         from undercap.select.objectives import choose
 
@@ -240,7 +241,7 @@ class Reselector:
                 return None
             # the budget cannot cover what is left: spend as little as possible
             c = choose(self.profile, self.relative, limit_w, objective="energy")  # type: ignore[arg-type]
-        return Config(c.batch_size, c.freq_mhz, c.peak_power_w, c.power_margin_w or 0.0)
+        return OperatingPoint(c.batch_size, c.freq_mhz, c.peak_power_w, c.power_margin_w or 0.0)
 
     def _any_feasible(self, limit_w: Optional[float]) -> bool:
         rows = self.profile.rows  # type: ignore[attr-defined]

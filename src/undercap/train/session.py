@@ -36,7 +36,7 @@ from typing import Any, Callable, Optional
 from undercap import defaults
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device, controlled
-from undercap.train.follow import SegmentLog
+from undercap.train.follow import CapFollower, SegmentLog
 from undercap.train.guard import (
     STEP_DOWN,
     GuardEvent,
@@ -44,6 +44,7 @@ from undercap.train.guard import (
     can_control_clocks,
     next_smaller_batch_size,
 )
+from undercap.train.schedule import OperatingPoint
 
 #: what the result's `clocks` says: a lock held, the clocks left as they were because
 #: none was asked for, or left because they may not be changed here
@@ -85,7 +86,10 @@ class Session:
     saved: a checkpoint's {"accounts", "guard_events"} to continue from, and
     samples: the samples trained before (both from a resumed run).
     follower: a follow.CapFollower when the cap changes during training; it sets the
-        configuration (the batch size the loop should use is `batch_size`).
+        configuration through `apply`.
+    on_switch: called with the new batch size whenever the follower or the guard moves
+        to another (at a step boundary): the loop that owns the batches listens here;
+        `batch_size` is the one in force.
     batch_ladder: read-only clocks: the batch sizes the guard may step down to (the
         selection's candidates); empty: halving. `switch_batch=False` where the loop
         cannot change its batch size (then an excess is only recorded).
@@ -103,7 +107,7 @@ class Session:
         cuda_sync: Optional[Callable[[], None]] = None,
         saved: Optional[dict[str, Any]] = None,
         samples: int = 0,
-        follower: Any = None,
+        follower: Optional[CapFollower] = None,
         batch_size: Optional[int] = None,
         batch_ladder: Sequence[int] = (),
         switch_batch: bool = True,
@@ -119,6 +123,7 @@ class Session:
         self.freq_start: Optional[float] = None
         self.samples = samples  # trained so far (a resumed run starts where it was)
         self.follower, self.batch_size = follower, batch_size
+        self.on_switch: Optional[Callable[[int], None]] = None
         self.batch_ladder, self.switch_batch = tuple(sorted(set(batch_ladder))), switch_batch
         # a fixed cap's segments (a follower keeps its own): kept where the batch changed
         self.log = (
@@ -222,8 +227,15 @@ class Session:
         else:
             self.log.close(self)
             self.log.open(self, self.power_limit_w, smaller, self.freq_start)
-        self.batch_size = smaller
+        self._switch(smaller)
         return b, smaller
+
+    def _switch(self, batch_size: int) -> None:
+        """From the next step on, train with `batch_size`; the loop hears it once."""
+        changed = batch_size != self.batch_size
+        self.batch_size = batch_size
+        if changed and self.on_switch is not None:
+            self.on_switch(batch_size)
 
     def segment_state(self) -> Optional[dict[str, Any]]:
         """A fixed cap's segments for a checkpoint (a follower saves its own)."""
@@ -304,11 +316,12 @@ class Session:
         extra = self.sampler.stats().energy_j if self.whole_window else 0.0
         return self.acc.energy_j + extra
 
-    def apply(self, config: Any, limit_w: Optional[float]) -> None:
+    def apply(self, config: OperatingPoint, limit_w: Optional[float]) -> None:
         """Run at `config` under `limit_w` from now on: re-lock, re-target the guard."""
         if self._control and config.freq_mhz != self.freq_requested:
             self._lock(config.freq_mhz, True)
-        self.freq_requested, self.batch_size = config.freq_mhz, config.batch_size
+        self.freq_requested = config.freq_mhz
+        self._switch(config.batch_size)
         self.power_limit_w = limit_w
         self.guard.retarget(limit_w, self.device.now_s())
         self._events_from = len(self.guard.events)
