@@ -11,7 +11,7 @@ from select_helpers import figure1_profile, make_efficiency
 from undercap import defaults
 from undercap.cli import main
 from undercap.recipes.gns_check import GnsCheck, apply_check, decide, plan
-from undercap.recipes.select import build_selection
+from undercap.recipes.selection import build_selection
 from undercap.report.text import gns_check_lines
 
 

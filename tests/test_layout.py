@@ -171,7 +171,7 @@ TORCH_FREE = [
     "undercap.select",
     "undercap.devices",
     "undercap.models",
-    "undercap.recipes.select",
+    "undercap.recipes.selection",
     "undercap.report.text",
     "undercap.cli",
 ]

@@ -57,7 +57,7 @@ _API = {
     "capped": "undercap.train.api",
     "CappedResult": "undercap.train.api",
     # recipes
-    "build_selection": "undercap.recipes.select",
+    "build_selection": "undercap.recipes.selection",
     "RunConfig": "undercap.recipes.run",
     "run": "undercap.recipes.run",
     "CompareConfig": "undercap.recipes.compare",

@@ -1,5 +1,5 @@
 """`undercap select`: the batch size and GPU frequency to train with (Algorithm 1),
-compared with Baselines 1 and 2 (recipes/select.py). Never imports torch."""
+compared with Baselines 1 and 2 (recipes/selection.py). Never imports torch."""
 
 from __future__ import annotations
 

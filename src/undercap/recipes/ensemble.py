@@ -70,10 +70,10 @@ def ensemble_selection(
     energy_budget_j: Optional[float] = None,
     margin_w: Optional[float] = None,
 ) -> Selection:
-    """recipes.select.build_selection on the pooled r(b) (whose Algorithm 1 choice is
+    """recipes.selection.build_selection on the pooled r(b) (whose Algorithm 1 choice is
     the ensemble rule's), with the rule's name and every proxy's view in extra
     ["ensemble"]; the keywords are build_selection's."""
-    from undercap.recipes.select import build_selection
+    from undercap.recipes.selection import build_selection
 
     selection = build_selection(
         profile,

@@ -47,7 +47,7 @@ from undercap.recipes.profiling import (
 )
 from undercap.recipes.race import RaceAsk, race_plan, race_summary, race_then_train
 from undercap.recipes.run_train import SelectionTraining
-from undercap.recipes.select import build_selection, training_of
+from undercap.recipes.selection import build_selection, training_of
 from undercap.select import lowest_feasible_power_w
 from undercap.select.pooling import as_set, pooled_efficiency, several
 from undercap.train.cap import Cap, FixedCap, cap_from, changes, fixed_limit_w

@@ -1,0 +1,187 @@
+"""`undercap select`: Algorithm 1 on a profile and r(b), the reasons each other batch
+size is out, and both baselines at the safe frequency, as one Selection artifact.
+
+Pure arithmetic on two artifacts: no torch import, so it answers instantly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from undercap import select as sel
+from undercap.artifacts.efficiency import Efficiency
+from undercap.artifacts.profile import Profile
+from undercap.artifacts.selection import Selection
+from undercap.errors import InfeasibleError, UndercapError
+
+
+def training_of(eff: Efficiency) -> dict[str, Any]:
+    """How device training repeats the estimate: its largest batch and base LR (sqrt
+    scaling, paper Sec. 4.2) and the weights it started from."""
+    cfg = eff.extra.get("config") or {}
+    pairs = (
+        ("max_batch_size", cfg.get("b_max")),
+        ("base_lr", cfg.get("base_lr")),
+        ("pretrained", cfg.get("pretrained")),
+    )
+    return {k: v for k, v in pairs if v is not None}
+
+
+def _predicted(choice: Any, n_max: Optional[float]) -> dict[str, Any]:
+    """Time and energy to the target the profile and r(b) predict for the choice."""
+    r = choice.relative_samples
+    if n_max is None or r is None:
+        return {"predicted_time_s": None, "predicted_energy_j": None}
+    time_s = choice.time_per_sample_s * r * n_max
+    energy = None if choice.mean_power_w is None else choice.mean_power_w * time_s
+    return {"predicted_time_s": time_s, "predicted_energy_j": energy}
+
+
+def build_selection(
+    profile: Profile,
+    eff: Efficiency,
+    power_limit_w: Optional[float],
+    *,
+    proxy: Optional[Efficiency] = None,
+    safe_freq_mhz: Optional[float] = None,
+    training: Optional[dict[str, Any]] = None,
+    objective: str = "time",
+    energy_budget_j: Optional[float] = None,
+    margin_w: Optional[float] = None,
+) -> Selection:
+    """Our choice for `objective` (select/objectives.py; Algorithm 1 for time), why
+    batch sizes were left out, and both baselines (Baseline 2 picks from `proxy`,
+    default `eff`). Expected speed-ups use r(b) from `eff`."""
+    n_max, profile = eff.samples_bmax, profile.with_margin(margin_w)  # --power-margin-w
+    choice = sel.choose(
+        profile,
+        eff.relative,
+        power_limit_w,
+        objective=objective,
+        energy_budget_j=energy_budget_j,
+        samples_bmax=n_max,
+    )
+    extra = _choice_extra(choice, profile, eff, power_limit_w, n_max, objective, energy_budget_j)
+    safe, source, why_not = _safe_freq(profile, power_limit_w, safe_freq_mhz)
+    extra.update(safe_freq_mhz=safe, safe_freq_source=source)
+    rel_proxy = (proxy or eff).relative
+    extra["baseline1"] = _baseline(
+        lambda: sel.baseline1(profile, power_limit_w, safe, relative=eff.relative),
+        choice,
+        eff,
+        why_not,
+    )
+    extra["baseline2"] = _baseline(
+        lambda: sel.baseline2(profile, rel_proxy, power_limit_w, safe), choice, eff, why_not
+    )
+    extra.update(_margin_extra(choice, _margin_note(profile, margin_w), profile, eff))
+    own = ("power_limit_w", "mean_power_w", "objective", "power_margin_w")
+    return Selection(
+        **{k: v for k, v in choice.to_dict().items() if k not in own},
+        power_limit_w=power_limit_w,
+        model=profile.model,
+        device=profile.device.get("name", "unknown device"),
+        simulated=profile.simulated,
+        training=dict(training or training_of(eff)),
+        extra=extra,
+        clock=profile.clock,
+    )
+
+
+def _choice_extra(
+    choice: Any,
+    profile: Profile,
+    eff: Efficiency,
+    power_limit_w: Optional[float],
+    n_max: Optional[float],
+    objective: str,
+    energy_budget_j: Optional[float],
+) -> dict[str, Any]:
+    """The selection's extra about the choice itself: what it was chosen for, what it
+    predicts, its headroom, every candidate and why the others are out."""
+    return {
+        "objective": objective,
+        "energy_budget_j": energy_budget_j,
+        "mean_power_w": choice.mean_power_w,
+        "samples_bmax": n_max,
+        **_predicted(choice, n_max),
+        "headroom_w": None if power_limit_w is None else power_limit_w - choice.peak_power_w,
+        "dataset": eff.dataset,
+        "target_accuracy": eff.target_accuracy,
+        "excluded_batch_sizes": _excluded(profile, eff, power_limit_w),
+        "candidates": [c.to_dict() for c in sel.per_batch(profile, eff.relative, power_limit_w)],
+    }
+
+
+def _margin_note(profile: Profile, margin_w: Optional[float]) -> str:
+    """Where the safety margin added to every peak comes from (select/core.py)."""
+    if margin_w is not None:
+        return "given with --power-margin-w"
+    if any(r.peak_margin_w is not None for r in profile.rows):
+        return "measured while profiling: sensor noise and the peak's spread"
+    return "none: the profile predates measured margins (re-profile, or --power-margin-w)"
+
+
+def _margin_extra(choice: Any, source: str, profile: Profile, eff: Efficiency) -> dict[str, Any]:
+    """The choice's safety margin and its source; an efficient profile that skipped
+    batch sizes which could not win under its r(b) answers only for that r(b): say so
+    when this efficiency differs."""
+    note: dict[str, Any] = {"power_margin_w": choice.power_margin_w, "power_margin_source": source}
+    used = profile.sweep.get("relative") or {}
+    pruned = profile.sweep.get("pruned") or {}
+    if not pruned:
+        return note
+    same = all(abs(eff.relative.get(int(b), -1.0) - r) <= 1e-9 for b, r in used.items())
+    note["pruned_batch_sizes"] = dict(pruned)
+    if not same:
+        note["pruning_warning"] = (
+            "the profile skipped batch sizes that could not win under another r(b); "
+            "profile again with this --efficiency (or --full) before trusting this choice"
+        )
+    return note
+
+
+def _excluded(profile: Any, eff: Any, power_limit_w: Optional[float]) -> list[dict[str, Any]]:
+    why = sel.excluded_batch_sizes(profile, eff.relative, power_limit_w)
+    for b, reason in (profile.sweep.get("pruned") or {}).items():
+        if int(b) in why:  # its rows stop at the first probe: pruning is the reason
+            why[int(b)] = f"skipped while profiling: {reason}"
+    for b in eff.excluded_batch_sizes:  # more specific than "no efficiency estimate"
+        if b in profile.batch_sizes:
+            why[b] = f"never reached {eff.target_accuracy:.0%} accuracy on {eff.dataset}"
+    return [{"batch_size": b, "reason": r} for b, r in sorted(why.items())]
+
+
+def _safe_freq(
+    profile: Any, power_limit_w: Optional[float], given: Optional[float]
+) -> tuple[Optional[float], str, Optional[str]]:
+    if given is not None:
+        return given, "given with --safe-freq-mhz", None
+    source = "derived from this profile alone (pass --safe-freq-mhz for a cap over all models)"
+    try:
+        return sel.safe_freq_mhz([profile], power_limit_w), source, None
+    except InfeasibleError as e:
+        return None, source, str(e)
+
+
+def _baseline(make: Any, choice: Any, eff: Any, why_not: Optional[str]) -> dict[str, Any]:
+    """A baseline's choice and our expected speed-up over it, or why it has none."""
+    if why_not is not None:
+        return {"available": False, "reason": why_not}
+    try:
+        base = make()
+    except UndercapError as e:
+        return {"available": False, "reason": str(e)}
+    out: dict[str, Any] = {"available": True, **base.to_dict()}
+    r = eff.relative.get(base.batch_size)
+    if r is None:
+        out["expected_speedup"] = None
+        out["speedup_note"] = (
+            f"batch size {base.batch_size} has no r(b) in the efficiency estimate "
+            "(it never reached the target there): no finite time-to-accuracy to compare"
+        )
+    else:
+        # a ratio of times, whatever the objective: t * r of each
+        ours = choice.time_per_sample_s * choice.relative_samples
+        out["expected_speedup"] = base.time_per_sample_s * r / ours
+    return out
