@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from undercap import defaults
 from undercap.cli.common import (
@@ -30,6 +30,11 @@ from undercap.cli.common import (
 from undercap.cli.recipe_args import DETERMINISTIC_HELP
 from undercap.cli.select import add_margin_arg
 from undercap.cli.train_race import add_race_args
+
+if TYPE_CHECKING:  # torch-free until a command runs
+    from undercap.artifacts.train_result import TrainResult
+    from undercap.train.schedule import Reselector
+    from undercap.train.spec import RunOptions, TrainSpec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -205,7 +210,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _resolve(args: argparse.Namespace) -> tuple[Any, Optional[dict[str, Any]]]:
+def _resolve(args: argparse.Namespace) -> tuple[TrainSpec, Optional[dict[str, Any]]]:
     """The run's TrainSpec (every training setting: explicit flags win, then the
     selection's choice and its training block, how the run it came from trained, then
     the defaults) and the data the selection's run trained on (None: none)."""
@@ -262,7 +267,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, Optional[dict[str, Any]]]:
     return spec, t.get("data")
 
 
-def _reselector(args: argparse.Namespace, spec: Any) -> Any:
+def _reselector(args: argparse.Namespace, spec: TrainSpec) -> Optional[Reselector]:
     """A changing cap re-selects (b, f): on the profile and r(b) from the flags, else
     those the selection was made from (None for a fixed cap)."""
     from undercap.artifacts import load_efficiency, load_profile
@@ -328,7 +333,7 @@ def _check_freq_flag(args: argparse.Namespace, device: Any) -> None:
         )
 
 
-def run_options(args: argparse.Namespace) -> Any:
+def run_options(args: argparse.Namespace) -> RunOptions:
     """How the run is kept and shown: checkpoints, resume, sampling, logs."""
     from undercap.train.spec import RunOptions
 
@@ -344,7 +349,13 @@ def run_options(args: argparse.Namespace) -> Any:
     )
 
 
-def _train(args: argparse.Namespace, device: Any, data: Any, spec: Any, reselector: Any) -> Any:
+def _train(
+    args: argparse.Namespace,
+    device: Any,
+    data: Any,
+    spec: TrainSpec,
+    reselector: Optional[Reselector],
+) -> TrainResult:
     from undercap.cli.train_race import raced_training
     from undercap.train import train
 

@@ -14,10 +14,16 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from undercap.cli.rules import add_race_budget_arg
 from undercap.errors import UndercapError
+
+if TYPE_CHECKING:
+    from undercap.artifacts.selection import Selection
+    from undercap.artifacts.train_result import TrainResult
+    from undercap.train.schedule import Reselector
+    from undercap.train.spec import RunOptions, TrainSpec
 
 
 def add_race_args(p: argparse.ArgumentParser) -> None:
@@ -31,8 +37,13 @@ def add_race_args(p: argparse.ArgumentParser) -> None:
 
 
 def raced_training(
-    args: argparse.Namespace, device: Any, data: Any, spec: Any, options: Any, reselector: Any
-) -> Any:
+    args: argparse.Namespace,
+    device: Any,
+    data: Any,
+    spec: TrainSpec,
+    options: RunOptions,
+    reselector: Optional[Reselector],
+) -> TrainResult:
     """The race, then the winner's training (a TrainResult with the race counted);
     `spec` and `options`: the selected configuration's TrainSpec and the command's
     RunOptions (train/spec.py)."""
@@ -70,7 +81,7 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
-def _as_selected(sel: Any, spec: Any) -> Any:
+def _as_selected(sel: Selection, spec: TrainSpec) -> Selection:
     """The selection at the (b, f) this command trains (flags may override it)."""
     freq = sel.freq_mhz if spec.freq_mhz is None else spec.freq_mhz  # observed: kept
     return dataclasses.replace(sel, batch_size=spec.batch_size, freq_mhz=freq)
@@ -80,11 +91,20 @@ class _Lanes:
     """recipes/race's `train`: one run at a selection's (b, f) with its checkpoint and
     evaluation log in `out` (a re-run resumes it), this command's settings otherwise."""
 
-    def __init__(self, device: Any, data: Any, spec: Any, options: Any, reselector: Any) -> None:
+    def __init__(
+        self,
+        device: Any,
+        data: Any,
+        spec: TrainSpec,
+        options: RunOptions,
+        reselector: Optional[Reselector],
+    ) -> None:
         self.device, self.data, self.spec, self.options = device, data, spec, options
         self.reselector = reselector
 
-    def __call__(self, sel: Any, out: Path, progress: bool, time_budget_s: Optional[float]) -> Any:
+    def __call__(
+        self, sel: Selection, out: Path, progress: bool, time_budget_s: Optional[float]
+    ) -> TrainResult:
         from undercap.train import train
 
         ckpt = out / "checkpoint"
