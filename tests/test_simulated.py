@@ -220,3 +220,21 @@ def test_readings_are_deterministic_by_seed() -> None:
     dev = SimulatedDevice.from_name("jetson-nano", seed=1)
     dev.account_step(SMALL, 32)
     assert dev.power_w() == dev.power_w() == dev.power_at_w(dev.now_s())
+
+
+@pytest.mark.parametrize("workload", [SMALL, RESNET18], ids=["small-cnn", "resnet18"])
+def test_an_evaluation_pass_is_a_cheap_forward_only_step(nano, workload: Workload) -> None:
+    """A forward pass over b items costs less than the training step over them (a third
+    of the FLOPs and traffic, no optimizer) but more than nothing; more items, more
+    time; the clock does not move."""
+    nano.set_freq_mhz(921.6)
+    before = nano.now_s()
+    for b in (8, 64, 256):
+        step = nano.model_step(workload, b, 921.6).step_time_s
+        one = nano.eval_time_s(workload, b, b)
+        assert 0 < one < step
+    assert nano.eval_time_s(workload, 1000, 256) > nano.eval_time_s(workload, 500, 256)
+    # batches of 256: 1000 items are four forward steps, the last of 232 items
+    four = 3 * nano.eval_time_s(workload, 256, 256) + nano.eval_time_s(workload, 232, 256)
+    assert nano.eval_time_s(workload, 1000, 256) == pytest.approx(four, rel=1e-12)
+    assert nano.now_s() == before

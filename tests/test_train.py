@@ -74,6 +74,13 @@ def test_result_accounts_modelled_time_energy_and_restores_clock(digits, workloa
     assert r.max_raw_power_w >= r.peak_power_w >= r.mean_power_w * 0.98
     assert r.freq_mhz_start == r.freq_mhz_final == 614.4 and r.guard_events == ()
     assert r.eval_wall_s > 0 and r.train_wall_s > 0 and r.resumed_from is None
+    # Evaluation's device time: the model's forward passes over the held-out split at
+    # the locked clock, once per evaluation, beside (not inside) the training time.
+    from undercap.devices.simulated.model import eval_pass_s
+
+    one_pass = eval_pass_s(dev.spec, workload, digits.n_test, 512, 614.4)  # the run's clock
+    assert r.eval_time_s == pytest.approx(len(r.curve) * one_pass, rel=1e-9)
+    assert 0 < r.eval_time_s < r.train_time_s
     assert r.lr == pytest.approx(1e-3)  # b == b_max: the model's base LR
     # JSON round trip
     path = save_train_result(tmp_path / "r.json", r)

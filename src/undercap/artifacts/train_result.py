@@ -3,7 +3,9 @@
 Kept free of torch so reports and comparisons can read results without loading it.
 Times: `time_to_accuracy_s` and `train_time_s` are on the device's clock and cover
 training steps only (virtual clock on a simulated device, wall clock on hardware);
-evaluation is reported separately in `eval_wall_s` and never charged to training.
+evaluation is reported separately and never charged to training: `eval_time_s` on the
+device's clock (a simulated device's model of the forward passes, the wall clock on
+hardware) and `eval_wall_s` on the host.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ class TrainResult:
     # "locked" (freq_mhz_requested held), "as found" (none asked for) or "read-only:
     # clocks as found" (the device's clocks may not be changed here); None: older results
     clocks: Optional[str] = None
+    # device seconds spent evaluating (simulated: the model of its forward passes); None
+    # in results from before it was counted
+    eval_time_s: Optional[float] = None
 
     @property
     def time_basis(self) -> str:
@@ -109,6 +114,7 @@ class TrainResult:
             "schedule",
             "race",
             "clocks",
+            "eval_time_s",
         }
         missing = sorted(n for n in names - defaults if n not in obj)
         if missing:

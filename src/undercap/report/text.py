@@ -165,7 +165,7 @@ def train_summary(r: TrainResult) -> list[str]:
         f"energy {r.energy_j:.1f} J; power peak {r.peak_power_w:.2f} W over "
         f"{r.guard_window_s:g} s windows (what the limit holds), highest single reading "
         f"{r.max_raw_power_w:.2f} W, mean {r.mean_power_w:.2f} W{lim}",
-        f"evaluation: {r.eval_wall_s:.1f} s host time (not charged to training)",
+        _eval_line(r),
     ]
     for e in r.guard_events:
         what = (
@@ -181,6 +181,19 @@ def train_summary(r: TrainResult) -> list[str]:
         lines.append(f"resumed from a checkpoint at {r.resumed_from} samples")
     lines += [f"warning: {w}" for w in r.warnings]
     return lines
+
+
+def _eval_line(r: Any) -> str:
+    """Evaluation's device time beside the training's (not charged to it)."""
+    host = f"{r.eval_wall_s:.1f} s host time"
+    if r.eval_time_s is None:
+        return f"evaluation: {host} (not charged to training)"
+    share = r.eval_time_s / r.train_time_s if r.train_time_s > 0 else 0.0
+    how = "modelled forward passes of the simulated device" if r.simulated else "device clock"
+    return (
+        f"evaluation: {r.eval_time_s:.3g} s ({how}), {share:.1%} of the training time, "
+        f"{host}; not charged to training"
+    )
 
 
 def _cap(cfg: Any) -> str:

@@ -15,6 +15,7 @@ and evaluations the killed one would have made.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -63,6 +64,7 @@ class _Hooks:
         # evallog.EvalLog: a row per evaluation
         self.eval_log = EvalLog.open(ckpt.options.eval_log, ckpt.options.tensorboard_dir)
         self.budget_s = ckpt.options.time_budget_s  # a race's lane: device seconds (race.py)
+        self._eval_t0 = time.perf_counter()  # host clock when the pending evaluation began
 
     def switch(self, trainer: Trainer, batch_size: int) -> None:
         """Train with `batch_size` from the next step on (a changing cap or the guard
@@ -78,8 +80,10 @@ class _Hooks:
         spent = self.budget_s is not None and self.session.acc.train_time_s >= self.budget_s
         if trainer.eval_due(trainer.samples - batch):
             self.session.pause()  # evaluation follows; on_eval resumes
+            self._eval_t0 = time.perf_counter()
         elif spent:  # a race's lane ends here: judged on an evaluation at its budget
             self.session.pause()
+            self._eval_t0 = time.perf_counter()
             trainer.evaluate()
         elif self._checkpoint_due(trainer):
             with self.session.paused():  # writing the checkpoint is not training either
@@ -87,7 +91,11 @@ class _Hooks:
         trainer.stop = trainer.stop or spent
 
     def on_eval(self, trainer: Trainer, point: EvalPoint) -> None:
-        self.bar.set_postfix(acc=f"{point.accuracy:.3f}", refresh=False)
+        wall = time.perf_counter() - self._eval_t0
+        self.session.add_eval(_eval_items(trainer), trainer.cfg.eval_batch_size, wall)
+        acc = self.session.acc
+        share = acc.eval_time_s / acc.train_time_s if acc.train_time_s > 0 else 0.0
+        self.bar.set_postfix(acc=f"{point.accuracy:.3f}", eval=f"{share:.0%}", refresh=False)
         if self.eval_log is not None:
             self.eval_log.write(eval_row(self.session, point.accuracy, {"loss": point.loss}))
         if self._checkpoint_due(trainer):
@@ -130,6 +138,12 @@ class _Hooks:
                 "segments": self.session.segment_state(),
             },
         )
+
+
+def _eval_items(trainer: Trainer) -> int:
+    """Held-out items one evaluation scores (the split, or --eval-max-samples of it)."""
+    cap = trainer.cfg.eval_max_samples
+    return trainer.data.n_test if cap is None else min(cap, trainer.data.n_test)
 
 
 def _loop(trainer: Trainer, hooks: _Hooks, ckpt_dir: Any) -> Any:

@@ -62,6 +62,7 @@ class Accounts:
         self.max_raw_w = float(s.get("max_raw_w", 0.0))
         self.exceeded_windows = int(s.get("exceeded_windows", 0))
         self.pause_time_s = float(s.get("pause_time_s", 0.0))  # waiting for power
+        self.eval_time_s = float(s.get("eval_time_s", 0.0))  # device time evaluating
         self.last_ckpt_time_s = float(s.get("last_ckpt_time_s", self.train_time_s))
         self.last_ckpt_samples = int(s.get("last_ckpt_samples", 0))
 
@@ -304,6 +305,16 @@ class Session:
         self.guard.check(t, self.acc.train_time_s, self.samples)
         if self.follower is not None:
             self.follower.after_step(self, samples)
+
+    def add_eval(self, n_items: int, batch_size: int, wall_s: float) -> float:
+        """Count an evaluation of `n_items` (batches of `batch_size`) that took `wall_s`
+        on the host: its device time is a simulated device's model of the forward pass
+        (devices/simulated/model.eval_pass_s), else the wall time (the GPU did it).
+        Returns the seconds counted."""
+        model = getattr(self.device, "eval_time_s", None) if self.workload else None
+        spent = wall_s if model is None else float(model(self.workload, n_items, batch_size))
+        self.acc.eval_time_s += spent
+        return spent
 
     # --- a cap that changes (follow.py calls these) -----------------------------------
     @property

@@ -141,6 +141,7 @@ class RunSetup:
             dataset=self.data.name,
             resumed_from=resumed_from,
             pause_time_s=acc.get("pause_time_s", 0.0),
+            eval_time_s=acc.get("eval_time_s", 0.0),
             segments=tuple(segments),
             schedule=schedule,
             warnings=tuple(warnings),

@@ -38,6 +38,7 @@ from undercap.devices.base import Device, DeviceInfo
 from undercap.devices.simulated.model import (
     SimSpec,
     StepModel,
+    eval_pass_s,
     gaussian_noise,
     load_spec,
     ripple_amplitude_w,
@@ -146,6 +147,11 @@ class SimulatedDevice(Device):
     def model_step(self, workload: Workload, batch_size: int, freq_mhz: float) -> StepModel:
         """Noise-free time and mean power of one step at (batch_size, freq_mhz)."""
         return step_model(self.spec, workload, batch_size, freq_mhz)
+
+    def eval_time_s(self, workload: Workload, n_items: int, batch_size: int) -> float:
+        """Seconds an evaluation pass of `n_items` would take at the current clock (the
+        model's forward-only steps: model.eval_pass_s); the clock does not move."""
+        return eval_pass_s(self.spec, workload, n_items, batch_size, self.current_freq_mhz())
 
     def memory_bytes(self) -> int:
         return self.spec.memory_usable_bytes

@@ -24,6 +24,12 @@ and saturates (a Michaelis-Menten form, the shape of throughput against parallel
 under a fixed latency, Little's law); a model with more parallel work per sample
 saturates at a smaller batch, a wider GPU (more cores) needs a larger one.
 
+An evaluation pass (forward only, no gradients, no optimizer) of n items in batches
+of B is charged as ceil(n / B) forward steps: a third of a training step's FLOPs and
+activation traffic (the backward pass costs about twice the forward: Kaplan et al.
+2020, "Scaling laws", Sec. 2.1), weights read once, no Adam pass, a third of the
+kernel launches, the same host overhead per step (eval_pass_s).
+
 Board input power while stepping (what POM_5V_IN / VDD_IN reads):
 
     P = idle_board + host_active + leakage(V) + dynamic + dram
@@ -289,6 +295,30 @@ def step_model(spec: SimSpec, workload: Workload, batch_size: int, freq_mhz: flo
         occupancy=occ,
         voltage_v=voltage_v(spec, freq_mhz),
     )
+
+
+#: a forward pass's share of a training step's FLOPs, traffic and kernels (module docstring)
+FORWARD_SHARE = 1.0 / 3.0
+
+
+def eval_pass_s(
+    spec: SimSpec, workload: Workload, n_items: int, batch_size: int, freq_mhz: float
+) -> float:
+    """Seconds an evaluation of `n_items` in batches of `batch_size` takes at `freq_mhz`:
+    forward-only steps (module docstring), each batch's own occupancy."""
+    bandwidth = spec.bandwidth_bytes_per_s * spec.bandwidth_efficiency
+    total, left = 0.0, int(n_items)
+    while left > 0:
+        b = min(left, int(batch_size))
+        occ = occupancy(spec, workload, b)
+        flops = FORWARD_SHARE * b * workload.flops_per_sample
+        t_compute = flops / (peak_flops(spec, freq_mhz) * spec.compute_efficiency * occ)
+        traffic = FORWARD_SHARE * b * workload.traffic_bytes_per_sample + workload.param_bytes
+        launches = math.ceil(FORWARD_SHARE * workload.kernels_per_step)
+        total += max(t_compute, traffic / bandwidth) + launches * spec.kernel_launch_s
+        total += spec.host_overhead_s
+        left -= b
+    return total
 
 
 # --- sensor readings ---------------------------------------------------------------
