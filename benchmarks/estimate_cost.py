@@ -4,9 +4,9 @@ side in one run.
 Jobs (every run on the CPU, one torch thread, one job at a time):
 
 * cifar: the issue's job, `undercap estimate --model small-cnn --dataset
-  npz:images/cifar10-quarter-a.npz --batch-sizes 16..128 --seeds 1
-  --target-accuracy 0.4 --max-samples 60000 --threads 1` (the whole 2500-image
-  held-out split every 128 samples under dense).
+  npz:images/cifar10-quarter-a.npz --batch-sizes 16..128 --target-accuracy 0.4
+  --max-samples 60000 --threads 1` (the whole 2500-image held-out split every 128
+  samples under dense), at seed 1 (the issue's `--seeds 1` is one seed: seed 0).
 * image: the proxy-sensitivity matrix's image job (benchmarks/matrix_data.py,
   dataset cifar-a: small CNN, 4000 train images, 500 held-out, every 512 samples,
   target 0.40, b = 16..256), seed 0 only (the matrix runs 3).
@@ -20,7 +20,7 @@ alternating, so the machine's load drifts over both alike. Nothing is reused
 the runs spent evaluating over the seconds the runs took), and N(b) per (b, seed);
 sparse must report dense's grid point (or within 2%).
 
-    .venv/bin/python benchmarks/estimate_cost.py            # ~20-40 min on 2 cores
+    .venv/bin/python benchmarks/estimate_cost.py            # ~50 min on 2 busy cores
     .venv/bin/python benchmarks/estimate_cost.py --jobs cifar
 Writes benchmarks/results/estimate_cost.md and estimate_cost.json. Skips (exit 0)
 without the shared data (../shared/data).
