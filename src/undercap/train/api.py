@@ -39,10 +39,10 @@ from undercap.artifacts.selection import Selection
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
-from undercap.train.choice import Choice, capped_cap, run_at
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.race_capped import capped_race
 from undercap.train.session import Session, current_freq_mhz
+from undercap.train.setting import LoopSetting, capped_cap, run_at
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Capped:
     def __init__(
         self,
         device: Device,
-        choice: Choice,
+        choice: LoopSetting,
         *,
         target_accuracy: Optional[float],
         workload: Optional[Workload],

@@ -37,7 +37,7 @@ class CapDriver:
         task: Optional[str] = None,
         **capped_kwargs: Any,
     ) -> None:
-        from undercap.train.choice import choose_config, median_relative
+        from undercap.train.setting import choose_setting, median_relative
 
         self.device, self.selection, self.metric = device, selection, metric
         self.target_accuracy = target_accuracy
@@ -48,7 +48,7 @@ class CapDriver:
         keys = ("batch_size", "freq_mhz", "power_limit_w", "profile", "relative")
         obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
         obj["objective"] = kw.get("objective", "time")
-        self.choice = choose_config(
+        self.choice = choose_setting(
             selection, *(kw.get(k) for k in keys), obj, kw.get("max_batch_size")
         )
         self.cap: Any = None

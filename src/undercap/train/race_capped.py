@@ -137,7 +137,7 @@ def capped_race(
     """capped(race=True)'s race: the plan from the profile and the proxies, checked."""
     from undercap import defaults
     from undercap.select.race import plan_race
-    from undercap.train.choice import as_profile
+    from undercap.train.setting import as_profile
 
     if profile is None or proxies is None:
         raise UndercapError("capped(race=True) needs profile= and proxies= (several)")

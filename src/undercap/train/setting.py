@@ -1,7 +1,8 @@
-"""What configuration a capped loop runs at (train/api.py, train/callbacks.py): from
+"""What a capped loop runs at (train/api.py, train/callbacks.py), its LoopSetting: from
 a selection, else the objective's choice (Algorithm 1 for time) on a profile and r(b)
 (one proxy's, or the median of several), else a batch size and clock as given; and
-the follower that re-selects when the cap changes during training."""
+the follower that re-selects when the cap changes during training. ("Choice" is
+Algorithm 1's result, select.core.Choice; a setting is what a loop is told.)"""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from undercap.train.schedule import Reselector
 
 
 @dataclass(frozen=True)
-class Choice:
+class LoopSetting:
+    """The batch size, clock (None: as found), cap and b_max (for the LR) of a loop."""
+
     batch_size: int
     freq_mhz: Optional[float]
     power_limit_w: Optional[float]
@@ -27,7 +30,7 @@ class Choice:
     batch_ladder: tuple[int, ...] = ()
 
 
-def choose_config(
+def choose_setting(
     selection: Union[Selection, str, Path, None],
     batch_size: Optional[int],
     freq_mhz: Optional[float],
@@ -36,7 +39,7 @@ def choose_config(
     relative: Optional[Mapping[int, float]],
     objective: Mapping[str, Any],
     max_batch_size: Optional[int] = None,
-) -> Choice:
+) -> LoopSetting:
     """From a selection, else the objective's choice (Algorithm 1 for time) on a
     profile and r(b), else given (`max_batch_size`: the estimate's b_max for lr())."""
     if selection is not None:
@@ -44,7 +47,7 @@ def choose_config(
         limit = sel.power_limit_w if power_limit_w is None else power_limit_w
         b_max = sel.training.get("max_batch_size")
         # a read-only selection observed its clock: train at the clocks as found
-        return Choice(sel.batch_size, sel.lock_mhz(), limit, b_max, sel.batch_ladder())
+        return LoopSetting(sel.batch_size, sel.lock_mhz(), limit, b_max, sel.batch_ladder())
     if profile is not None and relative is not None:
         from undercap.select import choose, per_batch
 
@@ -52,13 +55,13 @@ def choose_config(
         choice = choose(prof, relative, power_limit_w, **objective)
         ladder = tuple(c.batch_size for c in per_batch(prof, relative, power_limit_w))
         freq = choice.freq_mhz if prof.clock == "chosen" else None
-        return Choice(choice.batch_size, freq, power_limit_w, max(relative), ladder)
+        return LoopSetting(choice.batch_size, freq, power_limit_w, max(relative), ladder)
     if batch_size is None:
         raise UndercapError(
             "capped() needs a selection, or a profile and r(b) (relative=) with a power "
             "limit, or a batch_size"
         )
-    return Choice(batch_size, freq_mhz, power_limit_w, max_batch_size)
+    return LoopSetting(batch_size, freq_mhz, power_limit_w, max_batch_size)
 
 
 def as_profile(profile: Any) -> Any:
@@ -111,13 +114,13 @@ def run_at(
     relative: Optional[Mapping[int, float]],
     proxies: Any,
     obj: dict[str, Any],
-) -> tuple[Choice, Optional[CapFollower]]:
-    """What capped() runs at (choose_config) and, for a cap that changes, the follower
+) -> tuple[LoopSetting, Optional[CapFollower]]:
+    """What capped() runs at (choose_setting) and, for a cap that changes, the follower
     that re-selects; `given`: the batch size, clock, b_max and cap passed to it."""
     if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
         relative = median_relative(proxies, relative)
     batch_size, freq_mhz, max_batch_size, limit = given
-    choice = choose_config(
+    choice = choose_setting(
         selection,
         batch_size,
         freq_mhz,
