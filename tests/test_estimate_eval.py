@@ -72,6 +72,20 @@ def test_sparse_n_equals_dense_n_on_real_runs(tmp_path: Path) -> None:
     assert dense.extra["config"]["eval_schedule"] == "dense"
 
 
+def test_a_split_no_screen_fits_runs_dense_exactly(tmp_path: Path) -> None:
+    """300 held-out items and a first screen of 256 (more than half the split): every
+    look would be a whole evaluation, so the runs are dense runs, curve for curve, and
+    say why."""
+    small = dict(batch_sizes=(16, 32), seeds=(0,))
+    dense = _run(_cfg("dense", **small), tmp_path / "d")
+    sparse = _run(_cfg("sparse", screen_samples=None, **small), tmp_path / "s")
+    assert sparse.samples_to_target == dense.samples_to_target
+    by_b = {r["batch_size"]: r for r in _records(tmp_path / "d").values()}
+    for r in _records(tmp_path / "s").values():
+        assert r["eval"]["schedule"] == "dense" and "no screen fits" in r["eval"]["why"]
+        assert r["curve"] == by_b[r["batch_size"]]["curve"]
+
+
 def test_reference_runs_give_dense_reference_and_stop(tmp_path: Path) -> None:
     kw: dict[str, Any] = dict(
         batch_sizes=(8, 32),

@@ -22,7 +22,7 @@ from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
-from undercap.estimate.evalsched import SparseParams, SparseStats, run_sparse
+from undercap.estimate.evalsched import SparseParams, SparseStats, run_sparse, stages
 from undercap.models.recipe import Recipe
 
 RUN_SCHEMA = "undercap.efficiency-run/1"
@@ -113,6 +113,7 @@ def run_job(job: Job) -> dict[str, Any]:
         pretrained=job.pretrained,
         fresh_head=job.fresh_head,
     )
+    sparse = _effective_sparse(job, splits)
     cfg = LoopConfig(
         batch_size=job.batch_size,
         lr=job.lr,
@@ -126,18 +127,18 @@ def run_job(job: Job) -> dict[str, Any]:
         loss=job.loss,
         metric=job.metric,
         recipe=job.recipe,
-        eval_batch_size=512 if job.sparse is None else defaults.ESTIMATE_SPARSE_EVAL_BATCH,
+        eval_batch_size=512 if sparse is None else defaults.ESTIMATE_SPARSE_EVAL_BATCH,
     )
     bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)
-    on_step, on_eval = _hooks(bar, None if job.sparse else job.plateau_patience)
+    on_step, on_eval = _hooks(bar, None if sparse else job.plateau_patience)
     trainer = Trainer(model, splits, cfg, job.torch_device, on_step=on_step, on_eval=on_eval)
     try:
-        result, stop, sparse = _train(trainer, job)
+        result, stop, stats = _train(trainer, sparse, job)
     finally:
         bar.close()
     wall_s = time.perf_counter() - t0
     record = _record(job, result, stop, splits.accuracy_kind, init, t0 - t_load, wall_s)
-    record["eval"] = _eval_record(job, sparse)
+    record["eval"] = _eval_record(job, stats)
     if not job.recipe.is_default:  # what the user's recipe built: its class and rates
         from undercap.train.recipe import describe
 
@@ -148,15 +149,30 @@ def run_job(job: Job) -> dict[str, Any]:
     return record
 
 
-def _train(trainer: Any, job: Job) -> tuple[Any, str, Optional[SparseStats]]:
+def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
+    """The sparse schedule where it can gain, else None (dense). Without a screen that
+    fits the held-out split (at most half of it: evalsched.stages) every look is a
+    whole evaluation and the far jumps' replays only add training: dense is faster
+    there (benchmarks/results/estimate_cost.md: text 0.8x, image 1.0x), and the run is
+    then exactly a dense run (its batches of 512 included)."""
+    if job.sparse is None:
+        return None
+    n_items = splits.n_test if job.eval_max_samples is None else job.eval_max_samples
+    n_items = min(n_items, splits.n_test)
+    if job.screen_explicit and job.sparse.screen_samples > n_items:
+        raise UndercapError(
+            f"--screen-samples {job.sparse.screen_samples} is larger than the "
+            f"{n_items} held-out samples of {job.data.dataset}"
+        )
+    return job.sparse if stages(job.sparse.screen_samples, n_items) else None
+
+
+def _train(
+    trainer: Any, sparse: Optional[SparseParams], job: Job
+) -> tuple[Any, str, Optional[SparseStats]]:
     """The run under its evaluation schedule: (result, why it stopped, sparse stats)."""
-    if job.sparse is not None:
-        if job.screen_explicit and job.sparse.screen_samples > trainer.eval_items:
-            raise UndercapError(
-                f"--screen-samples {job.sparse.screen_samples} is larger than the "
-                f"{trainer.eval_items} held-out samples of {job.data.dataset}"
-            )
-        stats = run_sparse(trainer, job.target, job.plateau_patience, job.sparse)
+    if sparse is not None:
+        stats = run_sparse(trainer, job.target, job.plateau_patience, sparse)
         return trainer.result(), stats.stop, stats
     try:
         result = trainer.run()
@@ -167,6 +183,8 @@ def _train(trainer: Any, job: Job) -> tuple[Any, str, Optional[SparseStats]]:
 
 def _eval_record(job: Job, stats: Optional[SparseStats]) -> dict[str, Any]:
     """Which evaluation schedule made the curve, and what it evaluated."""
+    if job.sparse is not None and stats is None:
+        return {"schedule": "dense", "why": "no screen fits the held-out split: dense is faster"}
     if stats is None or job.sparse is None:
         return {"schedule": "dense"}
     return {"schedule": "sparse", **dataclasses.asdict(job.sparse), **dataclasses.asdict(stats)}
