@@ -1,0 +1,314 @@
+"""The `online` rule (undercap.select.online, issue 36) replayed offline on the matrix's
+stored learning curves: r(b) re-pooled mid-run from the target's own curve.
+
+For every cell (modality, device, limit, target; every other dataset of the modality
+as the proxies, as benchmarks/matrix.py's ensemble cells) and every estimate seed s
+of the target:
+
+* the run starts at the ensemble rule's (b0, f0) (the median r(b); the online rule
+  with no evaluation yet, checked equal here);
+* it replays the target's recorded run at b0 with seed s (`curves` of its efficiency
+  artifact): at each evaluation the rule sees (every k-th evaluation with
+  --every k), before the target is reached, it re-weighs the proxies on the observed
+  prefix, re-pools r(b) and decides (select.online.decide) whether to switch;
+* the world after a switch at s1 samples follows train/schedule.py's progress model
+  with the target's TRUE per-seed N_s(b): the run has done s1 / N_s(b0) of the work
+  and needs (1 - s1 / N_s(b0)) N_s(b1) more samples at b1. One switch at most: no
+  curve was recorded from the switch point, so nothing is observed after it;
+* the cell's time: t(b0, f0) s1 + t(b1, f1) (1 - s1 / N_s(b0)) N_s(b1) (or
+  t(b0, f0) N_s(b0) without a switch), the mean over the seeds (with no switch this is
+  t * mean N(b), the ensemble cell's time); the gap is over matrix.py's oracle.
+
+No training: arithmetic on the stored artifacts and the simulated devices' profiles
+(the same devices, limits and profiles as matrix.py --estimates-from).
+
+    .venv/bin/python benchmarks/matrix_online.py      # writes results/matrix/online.md, online-cells.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import matrix as MX
+import matrix_data as M
+import matrix_race as MR
+
+from undercap.select import online as O
+
+RESULTS = M.REPO / "benchmarks" / "results" / "matrix"
+EVERY = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Variant:
+    weighting: O.Weighting
+    pool: str = "median"  # or "mean"
+    margin: float = 0.05
+
+    @property
+    def label(self) -> str:
+        w = self.weighting
+        return f"{w.scheme}/{w.x_scale}/s={w.sigma:g}/{self.pool}/m={self.margin:g}"
+
+
+DEFAULT = Variant(O.Weighting("tempered", "samples", 0.02), "median", 0.05)
+VARIANTS = (
+    DEFAULT,
+    *(
+        Variant(O.Weighting(s, x, 0.02), pool, m)
+        for s in ("likelihood", "tempered")
+        for x in ("samples", "bmax")
+        for pool in ("median", "mean")
+        for m in (0.0, 0.05, 0.1)
+    ),
+    Variant(O.Weighting("tempered", "samples", 0.05), "median", 0.05),
+    Variant(O.Weighting("likelihood", "samples", 0.05), "median", 0.05),
+)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--estimates-from", type=Path, default=RESULTS, metavar="DIR")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--data-dir", type=Path, default=M.DEFAULT_DATA)
+    p.add_argument("--cache-dir", type=Path, default=M.DEFAULT_CACHE)
+    p.add_argument("--modalities", default="text,image")
+    p.add_argument("--quick", action="store_true", help="only the default variant")
+    return p.parse_args(argv)
+
+
+# --- inputs ---------------------------------------------------------------------------------
+def load_modality(mod: M.Modality, args, cache):  # type: ignore[no-untyped-def]
+    """Each dataset's runs, r(b), target, curves; each device's profile and limits."""
+    names = [n for n, d in M.DATASETS.items() if d.modality == mod.name]
+    names = [
+        n for n in names if (args.estimates_from / "efficiency" / f"{mod.name}-{n}.json").is_file()
+    ]
+    if len(names) < 3 or not (args.estimates_from / f"{mod.name}-datasets.json").is_file():
+        return None
+    effs, _gns, _ = MX.stored_estimates(mod, names, args.estimates_from)
+    data = {}
+    for n in names:
+        runs = MX.usable(effs[n])
+        rel, _ = MX.relative_from(runs)
+        data[n] = {"runs": runs, "relative": rel, "target_accuracy": effs[n].target_accuracy,
+                   "curves": MR.curves_of(effs[n])}  # fmt: skip
+    margs = MX.parse_args(["--data-dir", str(args.data_dir), "--cache-dir", str(args.cache_dir)])
+    devices = {d: MX.device_side(mod, d, margs, cache, names) for d in MX.DEVICES}
+    return data, devices
+
+
+def proxies_for(data: dict, target: str) -> list[O.ProxyCurves]:
+    out = []
+    for p, d in data.items():
+        if p == target:
+            continue
+        b_max = max(d["runs"])
+        out.append(O.ProxyCurves(p, d["relative"], d["curves"], d["target_accuracy"],
+                                 statistics.fmean(d["runs"][b_max])))  # fmt: skip
+    return out
+
+
+def feasible_of(profile, lim, relative) -> dict[int, tuple[float, float]]:  # type: ignore[no-untyped-def]
+    from undercap.select.core import per_batch
+
+    return {
+        c.batch_size: (c.freq_mhz, c.time_per_sample_s) for c in per_batch(profile, relative, lim)
+    }
+
+
+# --- the replay -------------------------------------------------------------------------------
+class PointCache:
+    """Per-point log-likelihoods of a target curve under each proxy, computed once per
+    (target, seed, b, x_scale, sigma): a prefix's likelihood is a prefix sum."""
+
+    def __init__(self) -> None:
+        self.store: dict = {}
+
+    def get(self, key, proxies, b, curve, acc, n_ref, w: O.Weighting):  # type: ignore[no-untyped-def]
+        k = (*key, b, w.x_scale, w.sigma)
+        if k not in self.store:
+            self.store[k] = {
+                p.name: O.point_log_likelihoods(p, b, curve, acc, n_ref, w) for p in proxies
+            }
+        return self.store[k]
+
+
+def replay_seed(ctx: dict, s: int, v: Variant, every: int) -> tuple[float, int, int | None]:
+    """One seed of the target: (time_s, b0, b1 or None)."""
+    feas, b0, tgt = ctx["feasible"], ctx["b0"], ctx["target"]
+    runs, acc = tgt["runs"], tgt["target_accuracy"]
+    curve = tgt["curves"][b0][s]
+    n_s = {b: runs[b][s] for b in runs}
+    t0 = feas[b0][1] * n_s[b0]
+    if not ctx["proxies"][0].curves.get(b0):
+        return t0, b0, None
+    ll = ctx["cache"].get(
+        (ctx["name"], s), ctx["proxies"], b0, curve, acc, ctx["n_ref"], v.weighting
+    )
+    for k in range(every - 1, len(curve), every):
+        n = curve[k][0]
+        if n >= n_s[b0]:
+            break  # reached: the run is over
+        seen = range(every - 1, k + 1, every)
+        w = O.weights_from(
+            {p: sum(x[i] for i in seen) for p, x in ll.items()}, len(seen), v.weighting.scheme
+        )
+        rel = O.pooled_relative(ctx["proxies"], w.weights, v.pool)
+        d = O.decide(feas, rel, b0, n, ctx["n_ref"], v.margin)
+        if d.switch:
+            b1 = d.batch_size
+            rest = (1.0 - n / n_s[b0]) * n_s[b1]
+            return feas[b0][1] * n + feas[b1][1] * rest, b0, b1
+    return t0, b0, None
+
+
+def cell(profile, device: str, lim, target: str, data: dict, v: Variant, every: int, cache) -> dict:  # type: ignore[no-untyped-def]
+    from undercap.report.matrix import fastest
+    from undercap.select.ensemble import select_ensemble
+
+    proxies = proxies_for(data, target)
+    n_ref = statistics.median(p.samples_bmax for p in proxies)
+    uniform = {p.name: 1.0 / len(proxies) for p in proxies}
+    rel0 = O.pooled_relative(proxies, uniform, "median")
+    feas = feasible_of(profile, lim, rel0)
+    feas = {b: x for b, x in feas.items() if b in data[target]["runs"]}
+    b0 = O.best_candidate(feas, rel0)
+    ens = select_ensemble(profile, {p.name: p.relative for p in proxies}, lim).choice
+    samples = {b: statistics.fmean(n) for b, n in data[target]["runs"].items()}
+    best, best_s = fastest(profile, samples, lim)
+    ctx = {"feasible": feas, "b0": b0, "target": data[target], "proxies": proxies, "n_ref": n_ref,
+           "cache": cache, "name": target}  # fmt: skip
+    res = [replay_seed(ctx, s, v, every) for s in range(len(data[target]["runs"][b0]))]
+    time_s = statistics.fmean(r[0] for r in res)
+    ens_s = ens.time_per_sample_s * samples[ens.batch_size]
+    return {"device": device, "power_limit_w": lim, "target": target, "variant": v.label,
+            "every": every, "start_b": b0, "start_f": feas[b0][0], "start_is_ensemble": b0 == ens.batch_size,
+            "switched_to": " ".join("-" if r[2] is None else str(r[2]) for r in res),
+            "time_s": time_s, "fastest_b": best.batch_size, "fastest_f": best.freq_mhz, "fastest_s": best_s,
+            "gap_pct": 100 * (time_s / best_s - 1), "ensemble_gap_pct": 100 * (ens_s / best_s - 1)}  # fmt: skip
+
+
+def run_variant(mod_name: str, loaded, v: Variant, every: int, cache) -> list[dict]:  # type: ignore[no-untyped-def]
+    data, devices = loaded
+    rows = []
+    for device, (profile, limits) in devices.items():
+        for lim in limits:
+            for t in data:
+                rows.append(
+                    {"modality": mod_name, **cell(profile, device, lim, t, data, v, every, cache)}
+                )
+    return rows
+
+
+# --- tables -----------------------------------------------------------------------------------
+def summary(rows: list[dict]) -> dict:
+    gaps = [r["gap_pct"] for r in rows]
+    worst = max(rows, key=lambda r: r["gap_pct"])
+    where = f"{worst['device'].split(':')[-1]} {O_lim(worst['power_limit_w'])} -> {worst['target']}"
+    return {"mean": statistics.fmean(gaps), "worst": worst["gap_pct"], "where": where,
+            "switches": sum(r["switched_to"].count("-") < len(r["switched_to"].split()) for r in rows),
+            "hits": sum(r["gap_pct"] < 1e-9 for r in rows), "cells": len(rows)}  # fmt: skip
+
+
+def O_lim(w) -> str:  # type: ignore[no-untyped-def]  # noqa: N802
+    return "no limit" if w is None else f"{w:g} W"
+
+
+def ensemble_summary(rows: list[dict]) -> dict:
+    return summary([{**r, "gap_pct": r["ensemble_gap_pct"], "switched_to": "-"} for r in rows])
+
+
+def variant_table(by: dict) -> str:
+    head = "| variant | every | text: mean | text: worst | images: mean | images: worst | cells switched (text / images) | wins |"
+    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    for (label, every), mods in by.items():
+        t, i = summary(mods["text"]), summary(mods["image"])
+        et, ei = ensemble_summary(mods["text"]), ensemble_summary(mods["image"])
+        wins = (t["worst"] < et["worst"] - 1e-9 and i["worst"] < ei["worst"] - 1e-9
+                and t["mean"] <= et["mean"] + 1e-9 and i["mean"] <= ei["mean"] + 1e-9)  # fmt: skip
+        lines.append(f"| {label} | {every} | {t['mean']:+.2f}% | {t['worst']:+.1f}% ({t['where']}) "
+                     f"| {i['mean']:+.2f}% | {i['worst']:+.1f}% ({i['where']}) "
+                     f"| {t['switches']}/{t['cells']} / {i['switches']}/{i['cells']} | {'yes' if wins else 'no'} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def cells_table(rows: list[dict]) -> str:
+    lines = ["| modality | device | limit | target | start b | switched to (per seed) | fastest (b, MHz) "
+             "| online gap | ensemble gap |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {r['modality']} | {r['device'].split(':')[-1]} | {O_lim(r['power_limit_w'])} "
+                     f"| {r['target']} | {r['start_b']} | {r['switched_to']} | {r['fastest_b']}, "
+                     f"{r['fastest_f']:g} | {r['gap_pct']:+.1f}% | {r['ensemble_gap_pct']:+.1f}% |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from undercap.artifacts import write_atomic
+    from undercap.artifacts.cache import Cache
+
+    args = parse_args(argv)
+    t0 = time.monotonic()
+    cache, loaded = Cache(args.cache_dir), {}
+    for name in [s.strip() for s in args.modalities.split(",") if s.strip()]:
+        got = load_modality(M.MODALITIES[name], args, cache)
+        if got is None:
+            print(f"skipped {name}: no stored estimates under {args.estimates_from}")
+            continue
+        loaded[name] = got
+    if set(loaded) != {"text", "image"}:
+        print("skipped: the replay needs both modalities' stored estimates")
+        return 0
+    pcache, by = {m: PointCache() for m in loaded}, {}
+    variants = (DEFAULT,) if args.quick else tuple(dict.fromkeys(VARIANTS))
+    runs = [(v, 1) for v in variants] + [(DEFAULT, k) for k in EVERY[1:]]
+    for v, every in runs:
+        by[(v.label, every)] = {
+            m: run_variant(m, lo, v, every, pcache[m]) for m, lo in loaded.items()
+        }
+    default_rows = by[(DEFAULT.label, 1)]["text"] + by[(DEFAULT.label, 1)]["image"]
+    md = report(by, default_rows, time.monotonic() - t0)
+    all_rows = [r for mods in by.values() for rows in mods.values() for r in rows]
+    write_atomic(args.out / "online-cells.csv", to_csv(all_rows))
+    write_atomic(args.out / "online.md", md)
+    print(md)
+    return 0
+
+
+def report(by: dict, default_rows: list[dict], elapsed: float) -> str:
+    return "\n".join([
+        "# The online rule (issue 36), replayed on the matrix's stored curves",
+        "",
+        f"Produced by `benchmarks/matrix_online.py` ({elapsed:.0f} s). Default variant: `{DEFAULT.label}`.",
+        "",
+        "Every variant (every = the rule sees every k-th evaluation); today's default (the "
+        "ensemble median, no switching) beside it: "
+        + "; ".join(f"{m}: mean {s['mean']:+.2f}%, worst {s['worst']:+.1f}% ({s['where']})"
+                    for m, s in (("text", ensemble_summary(by[(DEFAULT.label, 1)]["text"])),
+                                 ("images", ensemble_summary(by[(DEFAULT.label, 1)]["image"])))),
+        "",
+        variant_table(by),
+        "The default variant, per cell:",
+        "",
+        cells_table(default_rows),
+    ])  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
