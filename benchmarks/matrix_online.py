@@ -58,7 +58,9 @@ class Variant:
         return f"{w.scheme}/{w.x_scale}/s={w.sigma:g}/{self.pool}/m={self.margin:g}"
 
 
-DEFAULT = Variant(O.Weighting("tempered", "samples", 0.02), "median", 0.05)
+#: no variant meets issue 36's criterion (online.md); this one, the lowest text mean with
+#: no worse worst cell, is the one the per-cell table and the evaluation-rate sweep show
+DEFAULT = Variant(O.Weighting("tempered", "samples", 0.02), "median", 0.1)
 VARIANTS = (
     DEFAULT,
     *(
@@ -70,6 +72,9 @@ VARIANTS = (
     ),
     Variant(O.Weighting("tempered", "samples", 0.05), "median", 0.05),
     Variant(O.Weighting("likelihood", "samples", 0.05), "median", 0.05),
+    Variant(O.Weighting("tempered", "samples", 0.2), "median", 0.05),
+    Variant(O.Weighting("tempered", "bmax", 0.2), "median", 0.05),
+    Variant(O.Weighting("tempered", "samples", 0.02), "median", 0.2),
 )
 
 
@@ -172,6 +177,7 @@ def replay_seed(ctx: dict, s: int, v: Variant, every: int) -> tuple[float, int, 
 
 def cell(profile, device: str, lim, target: str, data: dict, v: Variant, every: int, cache) -> dict:  # type: ignore[no-untyped-def]
     from undercap.report.matrix import fastest
+    from undercap.select import select_ours
     from undercap.select.ensemble import select_ensemble
 
     proxies = proxies_for(data, target)
@@ -189,11 +195,16 @@ def cell(profile, device: str, lim, target: str, data: dict, v: Variant, every: 
     res = [replay_seed(ctx, s, v, every) for s in range(len(data[target]["runs"][b0]))]
     time_s = statistics.fmean(r[0] for r in res)
     ens_s = ens.time_per_sample_s * samples[ens.batch_size]
+    # the ceiling of any re-weighting: the weighted median is one proxy's r(b) or between
+    # two, so no weighting does better than the best proxy's own choice from the start
+    single = [select_ours(profile, p.relative, lim) for p in proxies]
+    ceiling_s = min(c.time_per_sample_s * samples[c.batch_size] for c in single)
     return {"device": device, "power_limit_w": lim, "target": target, "variant": v.label,
             "every": every, "start_b": b0, "start_f": feas[b0][0], "start_is_ensemble": b0 == ens.batch_size,
             "switched_to": " ".join("-" if r[2] is None else str(r[2]) for r in res),
             "time_s": time_s, "fastest_b": best.batch_size, "fastest_f": best.freq_mhz, "fastest_s": best_s,
-            "gap_pct": 100 * (time_s / best_s - 1), "ensemble_gap_pct": 100 * (ens_s / best_s - 1)}  # fmt: skip
+            "gap_pct": 100 * (time_s / best_s - 1), "ensemble_gap_pct": 100 * (ens_s / best_s - 1),
+            "best_single_proxy_gap_pct": 100 * (ceiling_s / best_s - 1)}  # fmt: skip
 
 
 def run_variant(mod_name: str, loaded, v: Variant, every: int, cache) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -224,6 +235,12 @@ def O_lim(w) -> str:  # type: ignore[no-untyped-def]  # noqa: N802
 
 def ensemble_summary(rows: list[dict]) -> dict:
     return summary([{**r, "gap_pct": r["ensemble_gap_pct"], "switched_to": "-"} for r in rows])
+
+
+def ceiling_summary(rows: list[dict]) -> dict:
+    return summary(
+        [{**r, "gap_pct": r["best_single_proxy_gap_pct"], "switched_to": "-"} for r in rows]
+    )
 
 
 def variant_table(by: dict) -> str:
@@ -291,6 +308,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+FINDINGS = """**What this shows (issue 36's criterion: worst cell at most +5% text and +12% images, mean
+no worse than today's default; "wins" = lower worst cell in both modalities, mean no worse in
+either).** No variant wins, at any evaluation rate. The ceiling line above is why: the
+re-pooled r(b) is a weighted median of the proxies' r_p(b), so no weighting, however good
+the signal, can do better than the best single proxy chosen in hindsight, and on these
+proxies that ceiling is already above the goal (the text worst cell is Shakespeare as the
+target, which no other corpus scales like; the image worst cells are the digits, whose r(b)
+falls more steeply than every other set's). And the signal is not good: the likelihood of a
+prefix collapses onto ONE proxy within one or two evaluations (curves differ by tens of
+percent of the target accuracy, seed spreads by a few), i.e. the rule becomes a one-proxy
+rule, losing the median's robustness; and the proxy whose early curve looks most like the
+target's is not the one whose r(b) does (the digits' prefix at b = 64 matches MNIST's,
+whose flat r(64)->r(128) sends the run to b = 128, the wrong way; MNIST's prefix matches the
+digits', whose steep r(b) sends it to b = 32). Small margins switch often and lose (images
+mean +12-14%); margins of 10% switch rarely (5 of 24 image cells) and still lose on the mean
+in images; 20% never switches (= today's default). Seeing fewer evaluations (every 2nd, 4th,
+8th) does not change the worst cells and moves the image mean by noise: there is no
+evaluation rate at which the rule meets the goal, so no minimum rate to state.
+"""
+
+
 def report(by: dict, default_rows: list[dict], elapsed: float) -> str:
     return "\n".join([
         "# The online rule (issue 36), replayed on the matrix's stored curves",
@@ -303,8 +341,15 @@ def report(by: dict, default_rows: list[dict], elapsed: float) -> str:
                     for m, s in (("text", ensemble_summary(by[(DEFAULT.label, 1)]["text"])),
                                  ("images", ensemble_summary(by[(DEFAULT.label, 1)]["image"])))),
         "",
+        "The ceiling of any re-weighting (each cell's best single proxy's own Algorithm 1 "
+        "choice, in hindsight, from the start): "
+        + "; ".join(f"{m}: mean {s['mean']:+.2f}%, worst {s['worst']:+.1f}% ({s['where']})"
+                    for m, s in (("text", ceiling_summary(by[(DEFAULT.label, 1)]["text"])),
+                                 ("images", ceiling_summary(by[(DEFAULT.label, 1)]["image"])))),
+        "",
         variant_table(by),
-        "The default variant, per cell:",
+        FINDINGS,
+        "The default variant, per cell (online-cells.csv: every variant and evaluation rate):",
         "",
         cells_table(default_rows),
     ])  # fmt: skip
