@@ -1,15 +1,19 @@
 """A griffe extension for the API reference (mkdocs.yml, mkdocstrings `extensions:`):
 a default written as a name from `undercap.defaults` shows its value, so the reference
 reads `max_steps: int = 50`, not `max_steps: int = defaults.PROFILE_MAX_STEPS` (in
-dataclass fields and in function signatures).
-`undercap.defaults` imports nothing, so reading it costs nothing."""
+dataclass fields and in function signatures); and a settings class that inherits the
+user's code fields (`undercap.models.recipe.UserCode`, declared once) lists them in
+its parameters table as its own, from UserCode's docstring.
+`undercap.defaults` and `undercap.models.recipe` import nothing heavy."""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from griffe import Attribute, Extension, Function
+import inspect
+
+from griffe import Attribute, Class, Extension, Function
 
 
 def _value(expr: Any) -> Any:
@@ -25,7 +29,19 @@ def _value(expr: Any) -> Any:
         return expr
 
 
+def _user_code_args() -> str:
+    """The Args entries of UserCode's docstring, indented as in a class docstring."""
+    doc = inspect.cleandoc(importlib.import_module("undercap.models.recipe").UserCode.__doc__)
+    entries = doc.split("Args:\n", 1)[1]
+    return "\n".join(line for line in entries.splitlines() if line.strip())
+
+
 class DefaultValues(Extension):
+    def on_class_instance(self, *, cls: Class, **kwargs: Any) -> None:
+        inherits = any(str(base).endswith("UserCode") for base in cls.bases)
+        if inherits and cls.docstring is not None and "\nArgs:" in cls.docstring.value:
+            cls.docstring.value = cls.docstring.value.rstrip() + "\n" + _user_code_args()
+
     def on_attribute_instance(self, *, attr: Attribute, **kwargs: Any) -> None:
         attr.value = _value(attr.value)
 

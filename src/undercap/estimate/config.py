@@ -11,13 +11,25 @@ from undercap.artifacts.io import file_sha256
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 from undercap.estimate.evalsched import SCHEDULES, SparseParams
-from undercap.models.recipe import Recipe, lr_scale
+from undercap.models.recipe import Recipe, UserCode, lr_scale
 from undercap.models.registry import model_spec
 from undercap.models.user import code_digest
 
 
 @dataclass(frozen=True)
-class EstimateConfig:
+class _Estimated:
+    """What an estimate cannot do without: the model, the proxy and the batch
+    sizes. A base of its own so that UserCode's fields (models/recipe.py),
+    which all have defaults, can follow these: Python 3.8 dataclasses have no
+    keyword-only fields."""
+
+    model: str
+    data: DataSpec
+    batch_sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EstimateConfig(UserCode, _Estimated):
     """What `undercap estimate` measures: N(b), the samples each batch size needs to
     reach the target accuracy on a proxy dataset, for every batch size and seed, with
     the learning rate scaled by sqrt(b / b_max) from the largest batch.
@@ -42,15 +54,6 @@ class EstimateConfig:
         fresh_head: Re-initialise the classifier head after loading `pretrained`.
         plateau_patience: With `target_fraction`: end b_max's reference runs after this
             many evaluations without a new best; None: run the whole budget.
-        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
-        metric: Import path of your metric `fn(outputs, labels)`, higher is better;
-            None: top-1 accuracy.
-        optimizer_factory: Import path of your optimizer factory
-            `factory(params=, model=, lr=)`; None: the model's Adam or AdamW.
-        lr_scheduler: Import path of your scheduler factory
-            `factory(optimizer=, steps_per_epoch=, max_steps=)`.
-        train_step: Import path of your training step
-            `fn(model=, x=, y=, optimizer=, loss_fn=)`.
         eval_schedule: "sparse": each grid point is screened on a random subset of
             the held-out split and evaluated whole only where the screen cannot rule
             the target out; far from the target (on the CPU) the run jumps ahead and
@@ -62,9 +65,6 @@ class EstimateConfig:
             None: 256.
     """
 
-    model: str
-    data: DataSpec
-    batch_sizes: tuple[int, ...]
     seeds: tuple[int, ...] = tuple(range(defaults.ESTIMATE_SEEDS))
     target_accuracy: Optional[float] = None
     target_fraction: Optional[float] = None
@@ -77,11 +77,6 @@ class EstimateConfig:
     init_seed: int = 0
     fresh_head: bool = False
     plateau_patience: Optional[int] = None
-    loss: Optional[str] = None
-    metric: Optional[str] = None
-    optimizer_factory: Optional[str] = None
-    lr_scheduler: Optional[str] = None
-    train_step: Optional[str] = None
     eval_schedule: str = defaults.ESTIMATE_EVAL_SCHEDULE
     screen_samples: Optional[int] = None
 

@@ -30,6 +30,41 @@ from typing import Any, Dict, Optional
 from undercap.errors import UndercapError
 
 
+@dataclass(frozen=True)
+class UserCode:
+    """The user's own code, by import path, that every training run of a job uses (the
+    estimate's runs and the device run alike, so r(b) is measured with it): declared
+    here once and inherited by the estimate's, the recipes' and a device run's
+    settings (EstimateConfig, TrainingSetup, TrainSpec).
+
+    Args:
+        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
+        metric: Import path of your metric `fn(outputs, labels)`, higher is better;
+            None: top-1 accuracy.
+        optimizer_factory: Import path of your optimizer factory
+            `factory(params=, model=, lr=)`; None: the model's Adam or AdamW.
+        lr_scheduler: Import path of your scheduler factory
+            `factory(optimizer=, steps_per_epoch=, max_steps=)`.
+        train_step: Import path of your training step
+            `fn(model=, x=, y=, optimizer=, loss_fn=)`.
+    """
+
+    loss: Optional[str] = None
+    metric: Optional[str] = None
+    optimizer_factory: Optional[str] = None
+    lr_scheduler: Optional[str] = None
+    train_step: Optional[str] = None
+
+    @property
+    def recipe_paths(self) -> Dict[str, Optional[str]]:
+        """The recipe's three import paths, as keyword arguments (and cache-key entries)."""
+        return {
+            "optimizer_factory": self.optimizer_factory,
+            "lr_scheduler": self.lr_scheduler,
+            "train_step": self.train_step,
+        }
+
+
 def lr_scale(batch_size: int, b_max: int) -> float:
     """sqrt(b / b_max): the learning-rate scaling from the largest batch (paper Sec. 4.2,
     after Krizhevsky 2014 and Hoffer et al. 2017); every trainer scales by this."""

@@ -20,6 +20,7 @@ from undercap.artifacts.profile import Profile, load_profile
 from undercap.data.spec import DataSpec
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
+from undercap.models.recipe import UserCode
 from undercap.models.registry import model_spec
 from undercap.models.user import code_digest
 from undercap.train.cap import Cap
@@ -193,7 +194,20 @@ def reuse_or_profile(
 
 # --- pre-training and efficiency ------------------------------------------------------------
 @dataclass(frozen=True)
-class TrainingSetup:
+class _Trained:
+    """What every run of a recipe needs: the model, batch sizes, budget and
+    evaluation grid. A base of its own so that UserCode's fields (models/recipe.py),
+    which all have defaults, can follow these: Python 3.8 dataclasses have no
+    keyword-only fields."""
+
+    model: str
+    batch_sizes: tuple[int, ...]
+    max_samples: int
+    eval_every_samples: int
+
+
+@dataclass(frozen=True)
+class TrainingSetup(UserCode, _Trained):
     """What every fine-tuning run shares, the r(b) estimates and the training on the
     device alike (`RunConfig.setup`, `CompareConfig.setup`).
 
@@ -209,23 +223,10 @@ class TrainingSetup:
         jobs: Parallel estimate runs (worker processes) with the local executor.
         executor: Where estimate runs go: `"local"` (worker processes) or `"ray"`.
         ray_address: With `"ray"`: the cluster to join; None: a local Ray.
-        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
-        metric: Import path of your metric `fn(outputs, labels)`, higher is better;
-            None: top-1 accuracy.
-        optimizer_factory: Import path of your optimizer factory
-            `factory(params=, model=, lr=)`; None: the model's Adam or AdamW.
-        lr_scheduler: Import path of your scheduler factory
-            `factory(optimizer=, steps_per_epoch=, max_steps=)`.
-        train_step: Import path of your training step
-            `fn(model=, x=, y=, optimizer=, loss_fn=)`.
         deterministic: Train on the device with deterministic torch, so that a resumed
             run equals the uninterrupted one on CUDA too (slower on CUDA).
     """
 
-    model: str
-    batch_sizes: tuple[int, ...]
-    max_samples: int
-    eval_every_samples: int
     eval_max_samples: Optional[int] = None
     lr: Optional[float] = None  # base LR at the largest batch; None: models.default_lr
     pretrained: Optional[str] = None  # weights file every run starts from
@@ -233,22 +234,7 @@ class TrainingSetup:
     jobs: int = 1
     executor: str = "local"  # where estimate runs go: local pool or "ray" (estimate())
     ray_address: Optional[str] = None  # the Ray cluster to join; None: a local Ray
-    loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
-    metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
-    # the user's own recipe by import path (models/recipe.py); None: the model's
-    optimizer_factory: Optional[str] = None
-    lr_scheduler: Optional[str] = None
-    train_step: Optional[str] = None
     deterministic: bool = False  # device training with deterministic torch (train/loop.py)
-
-    @property
-    def recipe(self) -> dict[str, Optional[str]]:
-        """The recipe's import paths, as keyword arguments (and cache-key entries)."""
-        return {
-            "optimizer_factory": self.optimizer_factory,
-            "lr_scheduler": self.lr_scheduler,
-            "train_step": self.train_step,
-        }
 
     def train_spec(
         self,
@@ -279,7 +265,7 @@ class TrainingSetup:
             deterministic=self.deterministic,
             loss=self.loss,
             metric=self.metric,
-            **self.recipe,
+            **self.recipe_paths,
         )
 
 
@@ -308,11 +294,11 @@ def with_pretrained(
         "max_samples": max_samples,
         "objective": [setup.loss, setup.metric],
         "user_code": code_digest(
-            setup.model, source.dataset, setup.loss, setup.metric, *setup.recipe.values()
+            setup.model, source.dataset, setup.loss, setup.metric, *setup.recipe_paths.values()
         ),
     }
-    if any(setup.recipe.values()):  # only then: earlier weights keep their keys
-        key["recipe"] = [setup.lr, *setup.recipe.values()]
+    if any(setup.recipe_paths.values()):  # only then: earlier weights keep their keys
+        key["recipe"] = [setup.lr, *setup.recipe_paths.values()]
     entry = cache.entry("pretrained", key)
     assert entry is not None
     path = entry.path("weights.pt")
@@ -328,8 +314,8 @@ def with_pretrained(
             progress=progress,
             loss=setup.loss,
             metric=setup.metric,
-            lr=setup.lr if any(setup.recipe.values()) else None,
-            **setup.recipe,
+            lr=setup.lr if any(setup.recipe_paths.values()) else None,
+            **setup.recipe_paths,
         )
         log(
             f"pre-trained {setup.model} on {source.dataset}: accuracy {res.accuracy:.3f} "
@@ -369,7 +355,7 @@ def estimate_efficiency(
         pretrained=setup.pretrained,
         loss=setup.loss,
         metric=setup.metric,
-        **setup.recipe,
+        **setup.recipe_paths,
     )
     log(f"estimating r(b) on the {role} {data.label}")
     try:

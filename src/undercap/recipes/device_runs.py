@@ -92,9 +92,9 @@ class DeviceTrainer:
             "eval": [s.eval_every_samples, s.eval_max_samples],
             "objective": [s.loss, s.metric],
             "user_code": code_digest(
-                self.model, self.data.dataset, s.loss, s.metric, *s.recipe.values()
+                self.model, self.data.dataset, s.loss, s.metric, *s.recipe_paths.values()
             ),
-            **({"recipe": s.recipe} if any(s.recipe.values()) else {}),
+            **({"recipe": s.recipe_paths} if any(s.recipe_paths.values()) else {}),
             # deterministic torch trains other kernels: not the same run (keys made
             # before the switch existed stay valid)
             **({"deterministic": True} if s.deterministic else {}),

@@ -317,7 +317,7 @@ def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
         "eval_max_samples": setup.eval_max_samples,
         "loss": setup.loss,
         "metric": setup.metric,
-        **setup.recipe,  # the user's optimizer, LR schedule, training step
+        **setup.recipe_paths,  # the user's optimizer, LR schedule, training step
         "deterministic": setup.deterministic,
         "target_accuracy": cfg.target_accuracy,
         "seed": cfg.seed,

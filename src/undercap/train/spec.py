@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from undercap import defaults
 from undercap.errors import UndercapError
-from undercap.models.recipe import Recipe, lr_scale
+from undercap.models.recipe import Recipe, UserCode, lr_scale
 from undercap.train.cap import NO_CAP, Cap, FixedCap, fixed_limit_w
 
 if TYPE_CHECKING:
@@ -39,7 +39,19 @@ _TRAINING_KEYS = (
 
 
 @dataclass(frozen=True)
-class TrainSpec:
+class _Run:
+    """What a device run cannot do without: the model, the batch size and the
+    target. A base of its own so that UserCode's fields (models/recipe.py),
+    which all have defaults, can follow these: Python 3.8 dataclasses have no
+    keyword-only fields."""
+
+    model: str
+    batch_size: int
+    target_accuracy: float
+
+
+@dataclass(frozen=True)
+class TrainSpec(UserCode, _Run):
     """What to train and how: everything but the device, the data and how the run is
     kept (RunOptions). Built once where a run starts (`from_selection`, the CLI's
     flags, `train_on_device`'s keywords) and handed whole to the run.
@@ -64,24 +76,12 @@ class TrainSpec:
         guard_window_s: Shortest power window the guard judges, in seconds (widened to
             two updates of a slow sensor).
         torch_device: Where the model trains on the host: `"auto"`, `"cpu"`, `"cuda"`.
-        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
-        metric: Import path of your metric `fn(outputs, labels)`, higher is better;
-            None: top-1 accuracy.
-        optimizer_factory: Import path of your optimizer factory
-            `factory(params=, model=, lr=)`; None: the model's Adam or AdamW.
-        lr_scheduler: Import path of your scheduler factory
-            `factory(optimizer=, steps_per_epoch=, max_steps=)`.
-        train_step: Import path of your training step
-            `fn(model=, x=, y=, optimizer=, loss_fn=)`.
         deterministic: Deterministic torch, so that a resumed run equals the
             uninterrupted one on CUDA too (slower on CUDA).
         batch_ladder: Where the clocks are read-only: the batch sizes the guard may step
             down to over the cap (the selection's candidates); empty: halving.
     """
 
-    model: str
-    batch_size: int
-    target_accuracy: float
     freq_mhz: Optional[float] = None  # None: leave the clocks as they are
     cap: Cap = NO_CAP  # the guard's limit, fixed or changing (train/cap.py)
     max_samples: int = defaults.TRAIN_MAX_SAMPLES
@@ -94,12 +94,6 @@ class TrainSpec:
     seed: int = 0
     guard_window_s: float = defaults.GUARD_WINDOW_S
     torch_device: str = "auto"
-    loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
-    metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
-    # the user's own recipe by import path (models/recipe.py); None: the model's
-    optimizer_factory: Optional[str] = None
-    lr_scheduler: Optional[str] = None
-    train_step: Optional[str] = None
     # deterministic torch (loop.deterministic_torch): resume exact on CUDA too, slower
     deterministic: bool = False
     # read-only clocks: the batch sizes the guard may step down to over the cap
