@@ -284,6 +284,7 @@ def _data_spec(args: argparse.Namespace, dataset: Optional[str] = None) -> Any:
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from undercap.estimate.pretrain import pretrain
+    from undercap.models.recipe import UserCode
 
     if args.threads is not None:
         import torch
@@ -302,7 +303,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         seed=args.seed,
         torch_device=args.torch_device,
         progress=not args.no_progress,
-        **objective_kwargs(args),
+        code=UserCode(**objective_kwargs(args)),
     )
     kind = "character " if res.meta.get("accuracy_kind") == "character" else ""
     print(

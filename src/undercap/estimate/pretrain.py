@@ -19,7 +19,7 @@ from typing import Any, Optional, Union
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
 from undercap.data.spec import DataSpec, load_splits
-from undercap.models.recipe import Recipe
+from undercap.models.recipe import NO_USER_CODE, Recipe, UserCode
 from undercap.models.registry import model_spec
 from undercap.report.progress import sample_bar, training_hooks
 from undercap.train.loop import LoopConfig, Trainer, resolve_torch_device
@@ -51,32 +51,28 @@ def pretrain(
     seed: int = 0,
     torch_device: str = "auto",
     progress: bool = True,
-    loss: Optional[str] = None,
-    metric: Optional[str] = None,
-    **recipe: Optional[str],  # the user's optimizer_factory, lr_scheduler, train_step
+    code: UserCode = NO_USER_CODE,
 ) -> PretrainResult:
     """Train `model_name` from a seeded random init on `data` and save its weights.
     The budget is `max_samples`, or `epochs` passes over the training split (default
     5 epochs). Evaluates `eval_every_samples` apart (default: once per epoch) and at
-    the end, on at most `eval_max_samples` test samples (default all)."""
+    the end, on at most `eval_max_samples` test samples (default all). `code`: the
+    user's loss, metric and recipe (models/recipe.UserCode)."""
     from undercap.models.weights import initial_model, save_weights
 
     device = resolve_torch_device(torch_device)
     t0 = time.perf_counter()
     splits = load_splits(data, device)
-    if max_samples is None:
-        max_samples = max(
-            batch_size,
-            round((epochs if epochs is not None else defaults.PRETRAIN_EPOCHS) * splits.n_train),
-        )
+    max_samples = _budget(max_samples, epochs, batch_size, splits.n_train)
     model, _ = initial_model(model_name, splits, init_seed=seed, pretrained=None)
     cfg = dataclasses.replace(
         _loop_config(model_name, splits, batch_size, lr, max_samples, eval_every_samples),
         eval_max_samples=eval_max_samples,
         seed=seed,
-        loss=loss,
-        metric=metric,
-        recipe=Recipe.of(base_lr=lr, **recipe),  # models/recipe.py; one batch size
+        loss=code.loss,
+        metric=code.metric,
+        # models/recipe.py; one batch size
+        recipe=Recipe.of(base_lr=lr, **code.recipe_paths),
     )
     bar = sample_bar(max_samples, f"pretrain {model_name}", progress)
     on_step, on_eval = training_hooks(bar)
@@ -97,6 +93,14 @@ def pretrain(
         wall_s=wall_s,
         meta=meta,
     )
+
+
+def _budget(max_samples: Optional[int], epochs: Optional[float], batch_size: int, n: int) -> int:
+    """`max_samples`, or `epochs` passes over `n` training samples (default
+    defaults.PRETRAIN_EPOCHS), at least one batch."""
+    if max_samples is not None:
+        return max_samples
+    return max(batch_size, round((epochs if epochs is not None else defaults.PRETRAIN_EPOCHS) * n))
 
 
 def _loop_config(

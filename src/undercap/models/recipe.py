@@ -56,6 +56,13 @@ class UserCode:
     train_step: Optional[str] = None
 
     @property
+    def user_code(self) -> UserCode:
+        """These five fields alone (of a settings class that inherits them)."""
+        return UserCode(
+            self.loss, self.metric, self.optimizer_factory, self.lr_scheduler, self.train_step
+        )
+
+    @property
     def recipe_paths(self) -> Dict[str, Optional[str]]:
         """The recipe's three import paths, as keyword arguments (and cache-key entries)."""
         return {
@@ -63,6 +70,9 @@ class UserCode:
             "lr_scheduler": self.lr_scheduler,
             "train_step": self.train_step,
         }
+
+
+NO_USER_CODE = UserCode()  # undercap's own loss, metric and recipe
 
 
 def lr_scale(batch_size: int, b_max: int) -> float:

@@ -312,10 +312,8 @@ def with_pretrained(
             max_samples=max_samples,
             torch_device=setup.torch_device,
             progress=progress,
-            loss=setup.loss,
-            metric=setup.metric,
             lr=setup.lr if any(setup.recipe_paths.values()) else None,
-            **setup.recipe_paths,
+            code=setup.user_code,
         )
         log(
             f"pre-trained {setup.model} on {source.dataset}: accuracy {res.accuracy:.3f} "
