@@ -5,8 +5,9 @@ and the learning rate scaled from the largest batch by sqrt(b / b_max), exactly 
 in the efficiency estimate (paper Sec. 4.2); it runs inside a session.Session, which
 locks the chosen frequency (restored on every exit path), samples power, holds the
 guard and accounts device time and energy per step. Evaluation is not charged to
-training: it happens while the session is paused, and is reported separately as
-host time.
+training: it happens while the session is paused, and is reported beside it, as
+device time (`eval_time_s`: a simulated device's model of the forward passes, the
+wall clock on hardware) and host time.
 
 Checkpoints (checkpoint.py) are written at step boundaries where no evaluation is
 pending, or right after an evaluation, so a resumed run repeats exactly the steps
@@ -92,7 +93,7 @@ class _Hooks:
 
     def on_eval(self, trainer: Trainer, point: EvalPoint) -> None:
         wall = time.perf_counter() - self._eval_t0
-        self.session.add_eval(_eval_items(trainer), trainer.cfg.eval_batch_size, wall)
+        self.session.add_eval(trainer.eval_items, trainer.cfg.eval_batch_size, wall)
         acc = self.session.acc
         share = acc.eval_time_s / acc.train_time_s if acc.train_time_s > 0 else 0.0
         self.bar.set_postfix(acc=f"{point.accuracy:.3f}", eval=f"{share:.0%}", refresh=False)
@@ -138,12 +139,6 @@ class _Hooks:
                 "segments": self.session.segment_state(),
             },
         )
-
-
-def _eval_items(trainer: Trainer) -> int:
-    """Held-out items one evaluation scores (the split, or --eval-max-samples of it)."""
-    cap = trainer.cfg.eval_max_samples
-    return trainer.data.n_test if cap is None else min(cap, trainer.data.n_test)
 
 
 def _loop(trainer: Trainer, hooks: _Hooks, ckpt_dir: Any) -> Any:
