@@ -290,3 +290,18 @@ def test_resumed_after_switching_ahead_of_a_falling_cap_keeps_the_new_config(mon
     again.schedule_s, again.last_step_s = 1.2, 0.3
     resumed.after_step(again, 32)
     assert again.applied == [(32, 3.0)] and resumed.limit_w == 3.0
+
+
+def test_cap_from_takes_a_made_schedule_or_live_source_as_it_is(tmp_path: Path) -> None:
+    """capped(power_schedule=) and train_on_device(power_schedule=) hand a schedule or a
+    live source already made: it is the cap; a limit beside it is one too many."""
+    from undercap.errors import UndercapError
+    from undercap.train.cap import FixedCap, cap_from
+    from undercap.train.schedule import LiveSource
+
+    (tmp_path / "cap.txt").write_text("4.2\n")
+    live = LiveSource(tmp_path / "cap.txt", 1.0)
+    assert cap_from(None, live) is live and live.limit_at(0.0) == 4.2
+    assert cap_from(3.5) == FixedCap(3.5) and cap_from() == FixedCap(None)
+    with pytest.raises(UndercapError, match="not several"):
+        cap_from(3.5, live)

@@ -133,7 +133,7 @@ class _Runner:
             fresh_head=self.cfg.fresh_head,
             loss=self.cfg.loss,
             metric=self.cfg.metric,
-            recipe=self.cfg.recipe_at(b),
+            recipe=self.cfg.recipe_for(b),
             init_seed=self._init_seed(seed),
             cache_root=None if self.cache.root is None else str(self.cache.root),
             key=run_key(self.fingerprint, b, seed),

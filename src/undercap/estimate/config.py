@@ -11,7 +11,7 @@ from undercap.artifacts.io import file_sha256
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 from undercap.estimate.evalsched import SCHEDULES, SparseParams
-from undercap.models.recipe import Recipe, UserCode, lr_scale
+from undercap.models.recipe import Recipe, UserCode
 from undercap.models.registry import model_spec
 from undercap.models.user import code_digest
 
@@ -105,7 +105,7 @@ class EstimateConfig(UserCode, _Estimated):
         if self.eval_every_samples < 1:
             raise UndercapError("--eval-every must be a positive number of samples")
         self._validate_schedule()
-        self.recipe_at(self.b_max).validate()
+        self.recipe_for(self.b_max).validate()
 
     def _validate_schedule(self) -> None:
         if self.eval_every_samples > self.max_samples:
@@ -135,16 +135,9 @@ class EstimateConfig(UserCode, _Estimated):
             jumps=torch_device == "cpu",
         )
 
-    def recipe_at(self, batch_size: int) -> Recipe:
-        """The user's recipe for a run at `batch_size`: its optimizer's own rates
-        (or --lr) are the rates at b_max, sqrt-scaled like the built-in ones."""
-        return Recipe(
-            optimizer=self.optimizer_factory,
-            lr_scheduler=self.lr_scheduler,
-            train_step=self.train_step,
-            base_lr=self.lr,
-            lr_scale=lr_scale(batch_size, self.b_max),
-        )
+    def recipe_for(self, batch_size: int) -> Recipe:
+        """The user's recipe for a run at `batch_size` (--lr: the rate at b_max)."""
+        return self.recipe_at(self.lr, batch_size, self.b_max)
 
     @property
     def base_lr(self) -> float:

@@ -62,6 +62,17 @@ class UserCode:
             self.loss, self.metric, self.optimizer_factory, self.lr_scheduler, self.train_step
         )
 
+    def recipe_at(self, base_lr: Optional[float], batch_size: int, b_max: int) -> Recipe:
+        """The user's recipe for a run at `batch_size`: its optimizer's own rates (or
+        `base_lr`) are the rates at b_max, sqrt-scaled like the built-in ones."""
+        return Recipe(
+            optimizer=self.optimizer_factory,
+            lr_scheduler=self.lr_scheduler,
+            train_step=self.train_step,
+            base_lr=base_lr,
+            lr_scale=lr_scale(batch_size, b_max),
+        )
+
     @property
     def recipe_paths(self) -> Dict[str, Optional[str]]:
         """The recipe's three import paths, as keyword arguments (and cache-key entries)."""

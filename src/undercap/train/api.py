@@ -39,10 +39,11 @@ from undercap.artifacts.selection import Selection
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
+from undercap.train.cap import cap_from
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.race_capped import capped_race
 from undercap.train.session import Session, current_freq_mhz
-from undercap.train.setting import LoopSetting, capped_cap, run_at
+from undercap.train.setting import LoopSetting, run_at
 
 
 @dataclass(frozen=True)
@@ -333,7 +334,7 @@ def capped(
     by stepping `batch_size` down; `switch_batch=False` where the loop cannot change its
     batch size (an excess is then recorded and warned about)."""
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
-    given = (batch_size, freq_mhz, max_batch_size, capped_cap(power_limit_w, power_schedule))
+    given = (batch_size, freq_mhz, max_batch_size, cap_from(power_limit_w, power_schedule))
     choice, follower = run_at(selection, given, profile, relative, proxies, obj)
     cap = Capped(
         device,

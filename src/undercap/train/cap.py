@@ -15,7 +15,7 @@ from typing import Optional, Union
 from undercap import defaults
 from undercap.errors import UndercapError
 from undercap.select.core import check_power_limit_w
-from undercap.train.schedule import LiveSource, PowerSchedule, load_schedule
+from undercap.train.schedule import LiveSource, load_schedule
 
 try:  # typing.Protocol is Python 3.8+
     from typing import Protocol
@@ -77,19 +77,22 @@ def fixed_limit_w(cap: Cap) -> Optional[float]:
 
 def cap_from(
     limit_w: Union[None, float, FixedCap] = None,
-    schedule: Optional[Union[str, Path, PowerSchedule]] = None,
+    schedule: Optional[Union[str, Path, Cap]] = None,
     source: Optional[Union[str, Path]] = None,
     poll_s: float = defaults.POWER_SOURCE_POLL_S,
 ) -> Cap:
     """The one cap of a run from its three ways of being given (at most one):
-    a fixed limit (None: no cap), a schedule file or a live source."""
+    a fixed limit (None: no cap), a schedule (a CSV path, or a schedule or live
+    source already made: taken as it is) or a live source's file."""
     given = sum(bool(x) or isinstance(x, FixedCap) for x in (limit_w, schedule, source))
     if given > 1:
         raise UndercapError(
             "give one of --power-limit, --power-schedule or --power-source, not several"
         )
+    if isinstance(schedule, (str, Path)):
+        return load_schedule(schedule)
     if schedule is not None:
-        return schedule if isinstance(schedule, PowerSchedule) else load_schedule(schedule)
+        return schedule
     if source is not None:
         return LiveSource(source, poll_s)
     return limit_w if isinstance(limit_w, FixedCap) else FixedCap(limit_w)

@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 
 from undercap.artifacts.selection import Selection, load_selection
 from undercap.errors import UndercapError
-from undercap.train.cap import Cap, cap_from, changes, fixed_limit_w
+from undercap.train.cap import Cap, changes, fixed_limit_w
 from undercap.train.follow import CapFollower
 from undercap.train.schedule import Reselector
 
@@ -70,16 +70,6 @@ def as_profile(profile: Any) -> Any:
     return profile if isinstance(profile, Profile) else load_profile(profile)
 
 
-def capped_cap(power_limit_w: Optional[float], power_schedule: Any) -> Cap:
-    """capped()'s one cap: `power_limit_w`, or `power_schedule` (a CSV path, a
-    schedule or a live source), not both."""
-    if power_schedule is None or isinstance(power_schedule, (str, Path)):
-        return cap_from(power_limit_w, power_schedule)
-    if power_limit_w is not None:
-        raise UndercapError("give power_limit_w= or power_schedule=, not both")
-    return power_schedule  # type: ignore[no-any-return]
-
-
 def follower_for(
     cap: Cap, profile: Any, relative: Any, objective: Mapping[str, Any]
 ) -> Optional[CapFollower]:
@@ -120,7 +110,7 @@ def run_at(
     if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
         relative = median_relative(proxies, relative)
     batch_size, freq_mhz, max_batch_size, limit = given
-    choice = choose_setting(
+    setting = choose_setting(
         selection,
         batch_size,
         freq_mhz,
@@ -130,4 +120,4 @@ def run_at(
         obj,
         max_batch_size,
     )
-    return choice, follower_for(limit, profile, relative, obj)
+    return setting, follower_for(limit, profile, relative, obj)

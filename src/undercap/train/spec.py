@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from undercap import defaults
 from undercap.errors import UndercapError
-from undercap.models.recipe import Recipe, UserCode, lr_scale
+from undercap.models.recipe import Recipe, UserCode
 from undercap.train.cap import NO_CAP, Cap, FixedCap, fixed_limit_w
 
 if TYPE_CHECKING:
@@ -185,13 +185,7 @@ class TrainSpec(UserCode, _Run):
     def recipe(self) -> Recipe:
         """The user's recipe at this batch size: its optimizer's own rates (or
         --lr) are the rates at b_max, sqrt-scaled as the estimate did."""
-        recipe = Recipe(
-            optimizer=self.optimizer_factory,
-            lr_scheduler=self.lr_scheduler,
-            train_step=self.train_step,
-            base_lr=self.base_lr,
-            lr_scale=lr_scale(self.batch_size, self.b_max),
-        )
+        recipe = self.recipe_at(self.base_lr, self.batch_size, self.b_max)
         recipe.validate()
         return recipe
 
