@@ -184,7 +184,7 @@ def test_capped_takes_several_proxies() -> None:
             "c": {8: 0.2, 16: 0.6, 32: 1.0}}  # fmt: skip
     with open_device("sim:jetson-nano") as device:
         cap = capped(device, profile=profile, proxies=rels, power_limit_w=5.0, workload=work)
-        assert (cap.choice.batch_size, cap.choice.freq_mhz) == (16, 100.0)
+        assert (cap.spec.batch_size, cap.spec.freq_mhz) == (16, 100.0)
         with pytest.raises(Exception, match="not both"):
             capped(device, profile=profile, proxies=rels, relative=rels["a"], workload=work)
 

@@ -140,26 +140,27 @@ def run_round(
     """Train `model` (the global weights loaded) for `task.local_samples` samples on
     `device` under the node's cap; the reply's metrics (records.NodeRound fields)."""
     from undercap.train.api import capped
+    from undercap.train.cap import Cap, FixedCap
+    from undercap.train.spec import TrainSpec
 
-    follow: Dict[str, Any] = {}
-    if schedule is not None:  # the cap changes: Algorithm 1 at every change
+    follows = schedule is not None  # the cap changes: Algorithm 1 at every change
+    if follows:
         horizon = 100.0 * max(1.0, task.local_samples * _slowest_s(profile))
-        follow = {
-            "power_schedule": shifted(schedule, task.fleet_time_s, horizon),
-            "profile": profile,
-            "relative": dict(relative or {}),
-        }
+        cap: Cap = shifted(schedule, task.fleet_time_s, horizon)
+    else:
+        cap = FixedCap(task.power_limit_w)
+    # the node's round: its batch size and clock under its cap, in a loop of its own
+    spec = TrainSpec(None, task.batch_size, None, freq_mhz=task.freq_mhz, cap=cap)
     with capped(
         device,
-        batch_size=task.batch_size,
-        freq_mhz=task.freq_mhz,
-        power_limit_w=task.power_limit_w if schedule is None else None,
+        spec,
         model=model,
         input_shape=input_shape,
-        **follow,
-    ) as cap:
-        steps = _train(cap, model, data, task)
-    res = cap.result()
+        profile=profile if follows else None,
+        relative=dict(relative or {}) if follows else None,
+    ) as run:
+        steps = _train(run, model, data, task)
+    res = run.result()
     return {
         "batch_size": int(res.batch_size),
         "freq_mhz": res.freq_mhz_start,

@@ -43,7 +43,8 @@ from undercap.train.cap import cap_from
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.race_capped import capped_race
 from undercap.train.session import Session, current_freq_mhz
-from undercap.train.setting import LoopSetting, run_at
+from undercap.train.setting import loop_spec
+from undercap.train.spec import TrainSpec
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,8 @@ class Capped:
     def __init__(
         self,
         device: Device,
-        choice: LoopSetting,
-        *,
-        target_accuracy: Optional[float],
+        spec: TrainSpec,
         workload: Optional[Workload],
-        guard_window_s: float,
         sample_rate_hz: float,
         follower: Any = None,
         eval_log: Any = None,
@@ -103,17 +101,17 @@ class Capped:
                 f"{device.name} is simulated: pass model= and input_shape= (or workload=) "
                 "so its clock can charge each step"
             )
-        self.device, self.choice, self.target_accuracy = device, choice, target_accuracy
+        self.device, self.spec, self.target_accuracy = device, spec, spec.target_accuracy
         self.session = Session(
             device,
-            power_limit_w=choice.power_limit_w,
-            freq_mhz=choice.freq_mhz,
+            power_limit_w=spec.power_limit_w,
+            freq_mhz=spec.freq_mhz,
             workload=workload,
-            guard_window_s=guard_window_s,
+            guard_window_s=spec.guard_window_s,
             sample_rate_hz=sample_rate_hz,
             follower=follower,
-            batch_size=choice.batch_size,
-            batch_ladder=choice.batch_ladder,
+            batch_size=spec.batch_size,
+            batch_ladder=spec.batch_ladder,
             switch_batch=switch_batch,
         )
         self.curve: list[tuple[int, float]] = []
@@ -149,7 +147,7 @@ class Capped:
     @property
     def batch_size(self) -> int:
         """The batch size to use now (a changing cap may switch it after a step)."""
-        return int(self.session.batch_size or self.choice.batch_size)
+        return int(self.session.batch_size or self.spec.batch_size)
 
     @property
     def freq_mhz(self) -> Optional[float]:
@@ -164,7 +162,7 @@ class Capped:
         sqrt(b / b_max) for the current batch size (paper Sec. 4.2)."""
         from math import sqrt
 
-        b_max = self.choice.max_batch_size or self.batch_size
+        b_max = self.spec.max_batch_size or self.batch_size
         return base_lr * sqrt(self.batch_size / b_max)
 
     @property
@@ -179,7 +177,7 @@ class Capped:
     def race(self) -> Iterator[Any]:
         """The race's lanes for your loop to train, one fork each (train/race_capped.py);
         none without capped(race=True) or when the proxies agree."""
-        return iter(()) if self._race is None else self._race.lanes(self.choice.power_limit_w)
+        return iter(()) if self._race is None else self._race.lanes(self.spec.power_limit_w)
 
     # --- what the loop tells ----------------------------------------------------------
     def step(self, samples: Any = None) -> None:
@@ -259,7 +257,7 @@ class Capped:
 
     def _finish(self, freq_final: Optional[float] = None) -> CappedResult:
         acc = self.session.snapshot()
-        t, limit = acc["train_time_s"], self.choice.power_limit_w
+        t, limit = acc["train_time_s"], self.spec.power_limit_w
         segments = self.session.segments()
         return CappedResult(
             reached=self.done,
@@ -292,7 +290,7 @@ class Capped:
 
 def capped(
     device: Device,
-    selection: Union[Selection, str, Path, None] = None,
+    selection: Union[Selection, TrainSpec, str, Path, None] = None,
     *,
     batch_size: Optional[int] = None,
     max_batch_size: Optional[int] = None,
@@ -318,35 +316,35 @@ def capped(
     race_budget: float = defaults.RACE_FRACTION,
     switch_batch: bool = True,
 ) -> Capped:
-    """A context manager for a training loop of your own under a power cap. The
-    configuration comes from `selection` (a Selection or its JSON path), or from
-    `power_limit_w` with a `profile` and r(b) (`relative`, or `proxies`: several proxies'
-    r(b), pooled by their median), or is `batch_size` and `freq_mhz` as given.
-    `objective` ("time", "energy" or "edp") and `energy_budget_j` (with `samples_bmax`,
-    N(b_max)) say what to minimise. A simulated device needs `model` and `input_shape`
-    (or a `workload`); `task` names your model's task where it cannot be inferred.
-    `power_schedule` (a schedule, a live source or a CSV path) changes the cap during
-    training and re-selects at every change: re-read `batch_size` and `lr()` after each
-    step. `eval_log` (.csv or .jsonl) and `tensorboard_dir` log every `report()`.
-    `max_batch_size` is the estimate's largest batch, which `lr()` scales from.
-    `race=True` (with `samples_bmax`) races the proxies' candidates first (`cap.race()`).
-    Where the clocks are read-only, they are used as found and the guard holds the cap
-    by stepping `batch_size` down; `switch_batch=False` where the loop cannot change its
-    batch size (an excess is then recorded and warned about)."""
+    """A context manager for a training loop of your own under a power cap, run at
+    `selection` (a TrainSpec, a Selection or its JSON path), or at Algorithm 1's
+    choice under `power_limit_w` from a `profile` and r(b) (`relative`, or several
+    `proxies`' median) for the `objective` ("time", "energy", "edp"; `energy_budget_j`
+    with `samples_bmax`, N(b_max)), or at `batch_size` and `freq_mhz` as given; `lr()`
+    scales from `max_batch_size`. A simulated device needs `model` and `input_shape`
+    (or a `workload`; `task` where it cannot be inferred). `power_schedule` (a schedule,
+    live source or CSV path) re-selects at every change: re-read `batch_size` and `lr()`
+    after each step. `eval_log` (.csv, .jsonl), `tensorboard_dir`: every `report()`.
+    `race=True` races the proxies' candidates first (`cap.race()`). Read-only clocks are
+    used as found, the guard stepping `batch_size` down over the cap (`switch_batch=False`
+    where your loop cannot: an excess is then recorded and warned about)."""
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
-    given = (batch_size, freq_mhz, max_batch_size, cap_from(power_limit_w, power_schedule))
-    choice, follower = run_at(selection, given, profile, relative, proxies, obj)
-    cap = Capped(
-        device,
-        choice,
+    spec, follower = loop_spec(
+        selection,
+        cap=cap_from(power_limit_w, power_schedule),
         target_accuracy=target_accuracy,
-        workload=_fitting(device, workload, model, input_shape, task, choice.batch_size),
         guard_window_s=guard_window_s,
-        sample_rate_hz=sample_rate_hz,
-        follower=follower,
-        eval_log=EvalLog.open(eval_log, tensorboard_dir),
-        switch_batch=switch_batch,
+        batch_size=batch_size,
+        freq_mhz=freq_mhz,
+        max_batch_size=max_batch_size,
+        profile=profile,
+        relative=relative,
+        proxies=proxies,
+        objective=obj,
     )
+    fits = _fitting(device, workload, model, input_shape, task, spec.batch_size)
+    log = EvalLog.open(eval_log, tensorboard_dir)
+    cap = Capped(device, spec, fits, sample_rate_hz, follower, log, switch_batch)
     if race:
         cap._race = capped_race(cap, profile, proxies, follower, samples_bmax, race_budget)
     return cap

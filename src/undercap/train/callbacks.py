@@ -6,7 +6,7 @@ start the power sampler and the guard), `step` (one optimizer step's samples: de
 time, energy, the guard), `pause`/`resume` (evaluation and checkpoints are not
 training), `evaluated` (the trainer's own metric against the target) and `end`
 (restore the device; idempotent, so a trainer's end hook, its exception hook and a
-`with` block may all call it). The choice (batch size, clock, cap) is made at
+`with` block may all call it). The TrainSpec (batch size, clock, cap) is made at
 construction, so the trainer can be built with `batch_size` and `lr(base_lr)`.
 """
 
@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional, Sequence
 
+from undercap import defaults
 from undercap.errors import UndercapError
 from undercap.models.recipe import lr_scale
 
@@ -37,20 +38,31 @@ class CapDriver:
         task: Optional[str] = None,
         **capped_kwargs: Any,
     ) -> None:
-        from undercap.train.setting import choose_setting, median_relative
+        from undercap.train.cap import cap_from
+        from undercap.train.setting import choose_spec, median_relative
 
         self.device, self.selection, self.metric = device, selection, metric
-        self.target_accuracy = target_accuracy
         kw = dict(capped_kwargs)
         if kw.get("proxies") is not None:  # the choice capped() will make, made now
             kw["relative"] = median_relative(kw.pop("proxies"), kw.get("relative"))
-        self.input_shape, self.task, self.kwargs = input_shape, task, kw
-        keys = ("batch_size", "freq_mhz", "power_limit_w", "profile", "relative")
         obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
         obj["objective"] = kw.get("objective", "time")
-        self.choice = choose_setting(
-            selection, *(kw.get(k) for k in keys), obj, kw.get("max_batch_size")
+        # the TrainSpec is made here, once, so the trainer can be built with its batch
+        # size and lr(); capped() then takes it as it is (train/setting.choose_spec)
+        self.spec = choose_spec(
+            selection,
+            cap=cap_from(kw.pop("power_limit_w", None), kw.pop("power_schedule", None)),
+            target_accuracy=target_accuracy,
+            guard_window_s=kw.pop("guard_window_s", defaults.GUARD_WINDOW_S),
+            batch_size=kw.pop("batch_size", None),
+            freq_mhz=kw.pop("freq_mhz", None),
+            max_batch_size=kw.pop("max_batch_size", None),
+            profile=kw.get("profile"),
+            relative=kw.get("relative"),
+            objective=obj,
         )
+        self.target_accuracy = target_accuracy
+        self.input_shape, self.task, self.kwargs = input_shape, task, kw
         self.cap: Any = None
         self._model = model
         self._entered = self._paused = False
@@ -58,11 +70,11 @@ class CapDriver:
     # --- what the trainer is built with ------------------------------------------------
     @property
     def batch_size(self) -> int:
-        return self.cap.batch_size if self.cap is not None else int(self.choice.batch_size)
+        return self.cap.batch_size if self.cap is not None else int(self.spec.batch_size)
 
     def lr_factor(self) -> float:
         """sqrt(b / b_max): the paper's learning-rate scaling from the largest batch."""
-        b_max = self.choice.max_batch_size or self.batch_size
+        b_max = self.spec.max_batch_size or self.batch_size
         return lr_scale(self.batch_size, b_max)
 
     def lr(self, base_lr: float) -> float:
@@ -76,8 +88,7 @@ class CapDriver:
 
             self.cap = capped(
                 self.device,
-                self.selection,
-                target_accuracy=self.target_accuracy,
+                self.spec,
                 model=self._model if self._model is not None else model,
                 input_shape=self.input_shape,
                 task=self.task,

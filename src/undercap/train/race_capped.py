@@ -148,13 +148,13 @@ def capped_race(
     plan = plan_race(
         as_profile(profile),
         proxy_relatives(proxies),
-        cap.choice.power_limit_w,
+        cap.spec.power_limit_w,
         samples_bmax=samples_bmax,
         fraction=fraction,
         max_candidates=defaults.RACE_CANDIDATES,
         margin=defaults.RACE_MARGIN,
     )
     fav = plan.candidates[0]
-    if (fav.batch_size, fav.freq_mhz) != (cap.choice.batch_size, cap.choice.freq_mhz):
+    if (fav.batch_size, fav.freq_mhz) != (cap.spec.batch_size, cap.spec.freq_mhz):
         raise AssertionError("the race's favourite is the median's Algorithm 1 choice")
     return CappedRace(cap.session, plan, cap.target_accuracy)

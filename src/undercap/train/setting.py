@@ -1,67 +1,115 @@
-"""What a capped loop runs at (train/api.py, train/callbacks.py), its LoopSetting: from
+"""What a loop of your own runs at (train/api.py's capped(), train/callbacks.py, fleet
+nodes): its TrainSpec (train/spec.py, without a model: the model is the loop's), from
 a selection, else the objective's choice (Algorithm 1 for time) on a profile and r(b)
 (one proxy's, or the median of several), else a batch size and clock as given; and
 the follower that re-selects when the cap changes during training. ("Choice" is
-Algorithm 1's result, select.core.Choice; a setting is what a loop is told.)"""
+Algorithm 1's result, select.core.Choice; the TrainSpec is what a loop is told.)"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from undercap import defaults
 from undercap.artifacts.selection import Selection, load_selection
 from undercap.errors import UndercapError
-from undercap.train.cap import Cap, changes, fixed_limit_w
+from undercap.train.cap import NO_CAP, Cap, changes, fixed_limit_w
 from undercap.train.follow import CapFollower
 from undercap.train.schedule import Reselector
+from undercap.train.spec import TrainSpec
+
+_TIME: Mapping[str, Any] = {"objective": "time"}
+_NONE4 = (None, None, None, None)
 
 
-@dataclass(frozen=True)
-class LoopSetting:
-    """The batch size, clock (None: as found), cap and b_max (for the LR) of a loop."""
-
-    batch_size: int
-    freq_mhz: Optional[float]
-    power_limit_w: Optional[float]
-    max_batch_size: Optional[int]
-    # read-only clocks: what the guard steps down through over the cap (session.py)
-    batch_ladder: tuple[int, ...] = ()
-
-
-def choose_setting(
-    selection: Union[Selection, str, Path, None],
-    batch_size: Optional[int],
-    freq_mhz: Optional[float],
-    power_limit_w: Optional[float],
-    profile: Any,
-    relative: Optional[Mapping[int, float]],
-    objective: Mapping[str, Any],
+def loop_spec(
+    selection: Union[Selection, TrainSpec, str, Path, None],
+    *,
+    cap: Cap = NO_CAP,
+    target_accuracy: Optional[float] = None,
+    guard_window_s: float = defaults.GUARD_WINDOW_S,
+    batch_size: Optional[int] = None,
+    freq_mhz: Optional[float] = None,
     max_batch_size: Optional[int] = None,
-) -> LoopSetting:
-    """From a selection, else the objective's choice (Algorithm 1 for time) on a
-    profile and r(b), else given (`max_batch_size`: the estimate's b_max for lr())."""
+    profile: Any = None,
+    relative: Optional[Mapping[int, float]] = None,
+    proxies: Any = None,
+    objective: Mapping[str, Any] = _TIME,
+) -> tuple[TrainSpec, Optional[CapFollower]]:
+    """What capped() runs at: its TrainSpec (choose_spec; `proxies`: several proxies'
+    r(b), pooled by their median, instead of one proxy's `relative`) and, for a cap
+    that changes, the follower that re-selects at every change."""
+    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
+        relative = median_relative(proxies, relative)
+    spec = choose_spec(
+        selection,
+        cap=cap,
+        target_accuracy=target_accuracy,
+        guard_window_s=guard_window_s,
+        batch_size=batch_size,
+        freq_mhz=freq_mhz,
+        max_batch_size=max_batch_size,
+        profile=profile,
+        relative=relative,
+        objective=objective,
+    )
+    return spec, follower_for(spec.cap, profile, relative, objective)
+
+
+def choose_spec(
+    selection: Union[Selection, TrainSpec, str, Path, None],
+    *,
+    cap: Cap = NO_CAP,
+    target_accuracy: Optional[float] = None,
+    guard_window_s: float = defaults.GUARD_WINDOW_S,
+    batch_size: Optional[int] = None,
+    freq_mhz: Optional[float] = None,
+    max_batch_size: Optional[int] = None,
+    profile: Any = None,
+    relative: Optional[Mapping[int, float]] = None,
+    objective: Mapping[str, Any] = _TIME,
+) -> TrainSpec:
+    """The TrainSpec of a loop of your own: one made already (a trainer callback's, a
+    fleet node's) as it is; else from a selection (its limit where no cap is given),
+    else the objective's choice (Algorithm 1 for time) on a profile and r(b) under
+    `cap`, else `batch_size` and `freq_mhz` as given. The model is the loop's (None);
+    `max_batch_size` is the estimate's b_max, which the learning rate is scaled from."""
+    mine = {"model": None, "target_accuracy": target_accuracy, "guard_window_s": guard_window_s}
+    if isinstance(selection, TrainSpec):
+        if cap != NO_CAP or (batch_size, freq_mhz, max_batch_size, target_accuracy) != _NONE4:
+            raise UndercapError(
+                "capped(): a TrainSpec states the batch size, clock, cap and target; "
+                "give them in it, not as keywords too"
+            )
+        return selection
     if selection is not None:
         sel = selection if isinstance(selection, Selection) else load_selection(selection)
-        limit = sel.power_limit_w if power_limit_w is None else power_limit_w
-        b_max = sel.training.get("max_batch_size")
-        # a read-only selection observed its clock: train at the clocks as found
-        return LoopSetting(sel.batch_size, sel.lock_mhz(), limit, b_max, sel.batch_ladder())
+        return replace(TrainSpec.from_selection(sel, cap=None if cap == NO_CAP else cap), **mine)
     if profile is not None and relative is not None:
         from undercap.select import choose, per_batch
 
-        prof = as_profile(profile)
-        choice = choose(prof, relative, power_limit_w, **objective)
-        ladder = tuple(c.batch_size for c in per_batch(prof, relative, power_limit_w))
+        prof, limit_w = as_profile(profile), fixed_limit_w(cap)
+        choice = choose(prof, relative, limit_w, **objective)
+        ladder = tuple(c.batch_size for c in per_batch(prof, relative, limit_w))
         freq = choice.freq_mhz if prof.clock == "chosen" else None
-        return LoopSetting(choice.batch_size, freq, power_limit_w, max(relative), ladder)
+        return TrainSpec(
+            batch_size=choice.batch_size,
+            freq_mhz=freq,
+            cap=cap,
+            max_batch_size=max(relative),
+            batch_ladder=ladder,
+            **mine,
+        )
     if batch_size is None:
         raise UndercapError(
             "capped() needs a selection, or a profile and r(b) (relative=) with a power "
             "limit, or a batch_size"
         )
-    return LoopSetting(batch_size, freq_mhz, power_limit_w, max_batch_size)
+    return TrainSpec(
+        batch_size=batch_size, freq_mhz=freq_mhz, cap=cap, max_batch_size=max_batch_size, **mine
+    )
 
 
 def as_profile(profile: Any) -> Any:
@@ -95,29 +143,3 @@ def median_relative(proxies: Any, relative: Any) -> dict[int, float]:
     from undercap.select.pooling import proxies_relative
 
     return proxies_relative(proxies)
-
-
-def run_at(
-    selection: Union[Selection, str, Path, None],
-    given: tuple[Optional[int], Optional[float], Optional[int], Cap],
-    profile: Any,
-    relative: Optional[Mapping[int, float]],
-    proxies: Any,
-    obj: dict[str, Any],
-) -> tuple[LoopSetting, Optional[CapFollower]]:
-    """What capped() runs at (choose_setting) and, for a cap that changes, the follower
-    that re-selects; `given`: the batch size, clock, b_max and cap passed to it."""
-    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
-        relative = median_relative(proxies, relative)
-    batch_size, freq_mhz, max_batch_size, limit = given
-    setting = choose_setting(
-        selection,
-        batch_size,
-        freq_mhz,
-        fixed_limit_w(limit),
-        profile,
-        relative,
-        obj,
-        max_batch_size,
-    )
-    return setting, follower_for(limit, profile, relative, obj)

@@ -1,6 +1,9 @@
-"""What a device run trains (`TrainSpec`) and how it is kept (`RunOptions`): the two
-typed values every way into training builds once (the CLI, `run`, `compare`, races,
-fleet nodes, `train_on_device`) and hands whole to train/runner.py.
+"""What a run trains (`TrainSpec`) and how it is kept (`RunOptions`): the two typed
+values every way into training builds once and hands whole on. A device run (the CLI,
+`run`, `compare`, races, `train_on_device`) gets both (train/runner.py); a loop of your
+own (`capped()`, the trainer callbacks, fleet nodes) gets the TrainSpec alone, with no
+model name (the model is the loop's) and the target it was given, if any
+(train/setting.py).
 """
 
 from __future__ import annotations
@@ -40,14 +43,15 @@ _TRAINING_KEYS = (
 
 @dataclass(frozen=True)
 class _Run:
-    """What a device run cannot do without: the model, the batch size and the
-    target. A base of its own so that UserCode's fields (models/recipe.py),
-    which all have defaults, can follow these: Python 3.8 dataclasses have no
-    keyword-only fields."""
+    """What every run states: the model, the batch size and the target (model and
+    target None in a loop of your own: the loop holds its model and may have no
+    target; a device run needs both, `validate`). A base of its own so that
+    UserCode's fields (models/recipe.py), which all have defaults, can follow these:
+    Python 3.8 dataclasses have no keyword-only fields."""
 
-    model: str
+    model: Optional[str]
     batch_size: int
-    target_accuracy: float
+    target_accuracy: Optional[float]
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,11 @@ class TrainSpec(UserCode, _Run):
     flags, `train_on_device`'s keywords) and handed whole to the run.
 
     Args:
-        model: Built-in model name or your factory (`path/to/file.py:build`).
+        model: Built-in model name or your factory (`path/to/file.py:build`); None in
+            a loop of your own (`capped()`), whose model is its own.
         batch_size: The batch size trained with.
-        target_accuracy: Test accuracy at which training stops.
+        target_accuracy: Test accuracy at which training stops; None in a loop of your
+            own given no target (it then reports no time to accuracy).
         freq_mhz: GPU clock to lock; None: leave the clocks as they are.
         cap: The power cap the guard holds: a fixed limit (`FixedCap`,
             the default none) or a schedule, which needs a reselector.
@@ -110,6 +116,11 @@ class TrainSpec(UserCode, _Run):
         return self.max_batch_size or self.batch_size
 
     def validate(self) -> None:
+        """Whether undercap's own loop can run this (train/runner.py)."""
+        if self.model is None:
+            raise UndercapError("a device run needs a model (--model, or a selection's)")
+        if self.target_accuracy is None:
+            raise UndercapError("--target-accuracy is required (or a selection written by `run`)")
         if self.batch_size <= 0 or self.max_samples <= 0 or self.eval_every_samples <= 0:
             raise UndercapError(
                 "batch size, sample budget and evaluation interval must be positive"
@@ -136,14 +147,14 @@ class TrainSpec(UserCode, _Run):
         batch sizes a read-only device steps down through) and its `training` block
         (how the run it came from trained). `cap`: a cap that changes, which the
         selection's limit was only the start of. A selection without a target accuracy
-        in that block (`select --json`) cannot say when to stop: give one."""
+        in that block (`select --json`) cannot say when to stop: a device run needs one
+        given (`validate`), a loop of your own may have none."""
         t = selection.training
-        if t.get("target_accuracy") is None:
-            raise UndercapError("--target-accuracy is required (or a selection written by `run`)")
+        model, target = selection.model or t.get("model"), t.get("target_accuracy")
         return cls(
-            model=str(selection.model or t.get("model")),
+            model=None if model is None else str(model),
             batch_size=selection.batch_size,
-            target_accuracy=float(t["target_accuracy"]),
+            target_accuracy=None if target is None else float(target),
             freq_mhz=selection.lock_mhz(),  # None: a read-only profile's clock
             cap=FixedCap(selection.power_limit_w) if cap is None else cap,
             batch_ladder=selection.batch_ladder(),
