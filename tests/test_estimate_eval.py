@@ -270,3 +270,28 @@ def test_scripted_reference_run_plateau_is_dense() -> None:
     assert stats.stop == "plateau" and t.samples == dense.samples
     assert max(p.accuracy for p in t.curve) == best
     assert stats.full_evals < len(dense.curve)
+
+
+def test_channels_last_evaluation_scores_what_the_stored_layout_does() -> None:
+    """Sparse CPU runs evaluate image inputs in channels-last layout (faster on a CPU):
+    the same accuracy item for item, and the model's weights keep their layout."""
+    import torch
+
+    from undercap.data.base import Splits
+    from undercap.models.weights import initial_model
+    from undercap.train.loop import LoopConfig, Trainer
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(400, 3, 16, 16, generator=g), torch.randint(0, 4, (400,), generator=g)
+    splits = Splits("rgb", "image", x[:300], y[:300], x[300:], y[300:], num_classes=4)
+    scores = []
+    for channels_last in (False, True):
+        model, _ = initial_model("small-cnn", splits, init_seed=0, pretrained=None)
+        cfg = LoopConfig(batch_size=16, lr=1e-3, eval_channels_last=channels_last)
+        tr = Trainer(model, splits, cfg, "cpu")
+        for _ in range(5):
+            tr.step()
+        assert tr._x_eval.is_contiguous() != channels_last  # 3 channels: the layouts differ
+        assert all(p.is_contiguous() for p in tr.model.parameters())
+        scores.append((tr.evaluate().accuracy, tr.screen(50)))
+    assert scores[0] == scores[1]

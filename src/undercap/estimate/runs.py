@@ -128,6 +128,7 @@ def run_job(job: Job) -> dict[str, Any]:
         metric=job.metric,
         recipe=job.recipe,
         eval_batch_size=512 if sparse is None else defaults.ESTIMATE_SPARSE_EVAL_BATCH,
+        eval_channels_last=sparse is not None and job.torch_device == "cpu",
     )
     bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)
     on_step, on_eval = _hooks(bar, None if sparse else job.plateau_patience)
