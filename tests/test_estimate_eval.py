@@ -295,3 +295,13 @@ def test_channels_last_evaluation_scores_what_the_stored_layout_does() -> None:
         assert all(p.is_contiguous() for p in tr.model.parameters())
         scores.append((tr.evaluate().accuracy, tr.screen(50)))
     assert scores[0] == scores[1]
+
+
+def test_sparse_runs_that_never_near_the_target_end_in_the_one_line_error(tmp_path: Path) -> None:
+    """Screens rule out every grid point of a hopeless run: its one whole evaluation is
+    the last step's, past a budget the batch size does not divide (32 x 7 = 224 > 200)."""
+    cfg = _cfg("sparse", batch_sizes=(32,), seeds=(0,), target_accuracy=0.999, max_samples=200)
+    with pytest.raises(UndercapError, match=r"no batch size reached .* b=32 0\.\d+"):
+        _run(cfg, tmp_path)
+    (record,) = _records(tmp_path).values()
+    assert [p[0] for p in record["curve"]] == [224] and record["eval"]["full_evals"] == 1

@@ -42,7 +42,9 @@ def aggregate(
     curves = {b: {s: curve_within(records[(b, s)], cfg.max_samples) for s in ran[b]} for b in bs}
     runs = {b: tuple(first_crossing(curves[b].get(s, []), target) for s in seeds) for b in bs}
     reached = {b: [float(n) for n in runs[b] if n is not None] for b in bs}
-    best = {b: [max(a for _, a in curves[b][s]) for s in ran[b]] for b in bs}
+    # the best each run saw, its last (whole-split) evaluation included: a sparse run far
+    # from the target may have none but that one, a step past the budget
+    best = {b: [max(p[1] for p in records[(b, s)]["curve"]) for s in ran[b]] for b in bs}
     usable = [b for b in bs if reached[b]]
     if not usable:
         raise UndercapError(_none_reached(cfg, target, best, work_dir))

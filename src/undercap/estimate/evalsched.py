@@ -16,7 +16,7 @@ reports the same grid point while evaluating the whole split at only a few:
   Techniques, 3rd ed. 1977, Sec. 2.5), with v = max(p(1 - p)) over p >= threshold,
   the largest variance of a [0, 1] metric whose mean reaches the threshold
   (Bhatia-Davis bound): so a point whose whole-split metric reaches the threshold
-  is ruled out with probability at most Phi(-z) per look (3e-5 at z = 4, normal
+  is ruled out with probability at most Phi(-z) per look (1.3e-3 at z = 3, normal
   approximation). Every point not ruled out is evaluated on the whole split, the
   value stored on the curve; N(b) is read from those values only.
 * Far jumps (CPU only). While a look (screens, then the whole split where they
