@@ -1,0 +1,49 @@
+"""The table of benchmarks/estimate_cost_gpu.sh: per estimate its wall time, the runs'
+train and evaluation seconds (summed over runs that share the GPU), the whole
+evaluations and screened items, and N(b); the device `train`'s evaluation time."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+
+def records(folder: Path) -> list[dict]:
+    out = [json.loads(p.read_text()) for p in folder.glob("**/value.json")]
+    return sorted(
+        (d for d in out if d.get("batch_size") is not None), key=lambda d: d["batch_size"]
+    )
+
+
+def row(out: Path, schedule: str, pair: str, rc: str, wall_s: float) -> str:
+    recs = records(out / f"w-{schedule}-{pair}")
+    train_s = sum(d["train_wall_s"] for d in recs)
+    eval_s = sum(d["eval_wall_s"] for d in recs)
+    full = sum(d.get("eval", {}).get("full_evals", len(d["curve"])) for d in recs)
+    screened = sum(d.get("eval", {}).get("screened_items", 0) for d in recs)
+    n_b = ", ".join(f"{d['batch_size']}: {d['samples_to_target']}" for d in recs)
+    share = eval_s / (train_s + eval_s) if train_s + eval_s else 0.0
+    return (
+        f"| {schedule} | {pair} | {rc} | {wall_s:.1f} | {len(recs)} | {train_s:.1f} | "
+        f"{eval_s:.1f} | {share:.1%} | {full} | {screened} | {n_b} |"
+    )
+
+
+def main(out: Path) -> None:
+    walls = list(csv.reader((out / "walls.csv").open()))
+    print("| schedule | pair | rc | wall s | runs | train s | eval s | eval share "
+          "| whole evaluations | screened items | N(b) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for schedule, pair, rc, wall_s in sorted(walls, key=lambda r: (r[1], r[0])):
+        print(row(out, schedule, pair, rc, float(wall_s)))
+    train = out / "train128"
+    if train.exists():
+        d = json.loads(train.read_text())
+        keys = ("time_to_accuracy_s", "train_time_s", "eval_time_s", "samples_to_target")
+        print("\ntrain:", {k: d.get(k) for k in keys}, "evaluations:", len(d.get("curve", [])))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
