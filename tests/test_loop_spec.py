@@ -13,7 +13,7 @@ from undercap.devices import open_device
 from undercap.errors import UndercapError
 from undercap.train.api import capped
 from undercap.train.cap import NO_CAP, FixedCap
-from undercap.train.setting import choose_spec
+from undercap.train.setting import loop_spec
 from undercap.train.spec import TrainSpec
 
 WORK = Workload("resnet18", (3, 32, 32), 3.329e9, 4.70e6, 43.0e6, 11_173_962, 297)
@@ -24,14 +24,15 @@ def test_every_way_of_choosing_gives_one_train_spec() -> None:
     profile = make_profile(TABLE, model="small-cnn")
     rel = {8: 0.6, 16: 0.5, 32: 1.0}
     cap = FixedCap(5.0)
-    chosen = choose_spec(None, cap=cap, target_accuracy=0.5, profile=profile, relative=rel)
-    given = choose_spec(None, cap=cap, batch_size=8, freq_mhz=100.0, max_batch_size=32)
+    chosen, follower = loop_spec(None, cap=cap, target_accuracy=0.5, profile=profile, relative=rel)
+    given, _ = loop_spec(None, cap=cap, batch_size=8, freq_mhz=100.0, max_batch_size=32)
+    assert follower is None  # a fixed cap: nothing to follow
     for spec in (chosen, given):
         assert isinstance(spec, TrainSpec) and spec.model is None and spec.cap is cap
     assert (chosen.batch_size, chosen.max_batch_size, chosen.target_accuracy) == (16, 32, 0.5)
     assert chosen.batch_ladder and given.batch_ladder == ()
     assert (given.batch_size, given.freq_mhz, given.b_max) == (8, 100.0, 32)
-    assert choose_spec(given) is given  # made already: taken as it is
+    assert loop_spec(given)[0] is given  # made already: taken as it is
 
 
 def test_capped_takes_a_train_spec_as_it_is() -> None:

@@ -39,7 +39,7 @@ class CapDriver:
         **capped_kwargs: Any,
     ) -> None:
         from undercap.train.cap import cap_from
-        from undercap.train.setting import choose_spec, median_relative
+        from undercap.train.setting import loop_spec, median_relative
 
         self.device, self.selection, self.metric = device, selection, metric
         kw = dict(capped_kwargs)
@@ -48,8 +48,8 @@ class CapDriver:
         obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
         obj["objective"] = kw.get("objective", "time")
         # the TrainSpec is made here, once, so the trainer can be built with its batch
-        # size and lr(); capped() then takes it as it is (train/setting.choose_spec)
-        self.spec = choose_spec(
+        # size and lr(); capped() then takes it as it is (train/setting.loop_spec)
+        self.spec, _ = loop_spec(
             selection,
             cap=cap_from(kw.pop("power_limit_w", None), kw.pop("power_schedule", None)),
             target_accuracy=target_accuracy,

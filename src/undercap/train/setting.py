@@ -38,52 +38,39 @@ def loop_spec(
     proxies: Any = None,
     objective: Mapping[str, Any] = _TIME,
 ) -> tuple[TrainSpec, Optional[CapFollower]]:
-    """What capped() runs at: its TrainSpec (choose_spec; `proxies`: several proxies'
-    r(b), pooled by their median, instead of one proxy's `relative`) and, for a cap
-    that changes, the follower that re-selects at every change."""
+    """What a loop of your own runs at, and for a cap that changes the follower that
+    re-selects at every change. The TrainSpec: one made already (a trainer callback's,
+    a fleet node's) as it is; else from a selection (its limit where no cap is given),
+    else the objective's choice (Algorithm 1 for time) under `cap` on a profile and
+    r(b) (one proxy's `relative`, or the median of several `proxies`), else
+    `batch_size` and `freq_mhz` as given. The model is the loop's (None);
+    `max_batch_size` is the estimate's b_max, which the learning rate is scaled from."""
     if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
         relative = median_relative(proxies, relative)
-    spec = choose_spec(
-        selection,
-        cap=cap,
-        target_accuracy=target_accuracy,
-        guard_window_s=guard_window_s,
-        batch_size=batch_size,
-        freq_mhz=freq_mhz,
-        max_batch_size=max_batch_size,
-        profile=profile,
-        relative=relative,
-        objective=objective,
-    )
+    given = (batch_size, freq_mhz, max_batch_size, target_accuracy)
+    if isinstance(selection, TrainSpec) and (cap != NO_CAP or given != _NONE4):
+        raise UndercapError(
+            "capped(): a TrainSpec states the batch size, clock, cap and target; "
+            "give them in it, not as keywords too"
+        )
+    spec = _spec(selection, cap, given, guard_window_s, profile, relative, objective)
     return spec, follower_for(spec.cap, profile, relative, objective)
 
 
-def choose_spec(
+def _spec(
     selection: Union[Selection, TrainSpec, str, Path, None],
-    *,
-    cap: Cap = NO_CAP,
-    target_accuracy: Optional[float] = None,
-    guard_window_s: float = defaults.GUARD_WINDOW_S,
-    batch_size: Optional[int] = None,
-    freq_mhz: Optional[float] = None,
-    max_batch_size: Optional[int] = None,
-    profile: Any = None,
-    relative: Optional[Mapping[int, float]] = None,
-    objective: Mapping[str, Any] = _TIME,
+    cap: Cap,
+    given: tuple[Optional[int], Optional[float], Optional[int], Optional[float]],
+    guard_window_s: float,
+    profile: Any,
+    relative: Optional[Mapping[int, float]],
+    objective: Mapping[str, Any],
 ) -> TrainSpec:
-    """The TrainSpec of a loop of your own: one made already (a trainer callback's, a
-    fleet node's) as it is; else from a selection (its limit where no cap is given),
-    else the objective's choice (Algorithm 1 for time) on a profile and r(b) under
-    `cap`, else `batch_size` and `freq_mhz` as given. The model is the loop's (None);
-    `max_batch_size` is the estimate's b_max, which the learning rate is scaled from."""
-    mine = {"model": None, "target_accuracy": target_accuracy, "guard_window_s": guard_window_s}
+    """loop_spec's TrainSpec; `given`: the batch size, clock, b_max and target."""
+    batch_size, freq_mhz, max_batch_size, target_accuracy = given
     if isinstance(selection, TrainSpec):
-        if cap != NO_CAP or (batch_size, freq_mhz, max_batch_size, target_accuracy) != _NONE4:
-            raise UndercapError(
-                "capped(): a TrainSpec states the batch size, clock, cap and target; "
-                "give them in it, not as keywords too"
-            )
         return selection
+    mine = {"model": None, "target_accuracy": target_accuracy, "guard_window_s": guard_window_s}
     if selection is not None:
         sel = selection if isinstance(selection, Selection) else load_selection(selection)
         return replace(TrainSpec.from_selection(sel, cap=None if cap == NO_CAP else cap), **mine)
