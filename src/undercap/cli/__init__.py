@@ -33,6 +33,18 @@ COMMAND_MODULES = (
     "undercap.cli.solar",
     "undercap.cli.fleet",
 )
+# What a board runs, down to JetPack 4.6's Python 3.6 (the device path, tests/device_path.py);
+# the rest is the server's, on Python >= 3.8. Each server module's commands, so that 3.6
+# can name them without importing them (tests/test_jetpack4.py checks the names).
+DEVICE_COMMAND_MODULES = ("undercap.cli.devices", "undercap.cli.profile", "undercap.cli.train")
+SERVER_COMMAND_MODULES = {
+    "undercap.cli.select": ("select",),
+    "undercap.cli.estimate": ("pretrain", "estimate", "plot-efficiency"),
+    "undercap.cli.recipes": ("run", "compare"),
+    "undercap.cli.solar": ("solar",),
+    "undercap.cli.fleet": ("fleet",),
+}
+SERVER_PYTHON = (3, 8)
 # Commands that import torch: their torch/numpy versions are checked first (preflight).
 TORCH_COMMANDS = frozenset(("profile", "pretrain", "estimate", "train", "run", "compare", "fleet"))
 
@@ -49,11 +61,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        if name in DEVICE_COMMAND_MODULES or sys.version_info >= SERVER_PYTHON:
+            importlib.import_module(name).register(sub)
     return parser
 
 
+def server_command_refusal(argv: Sequence[str]) -> str:
+    """The one error line for a server-side command on a board's Python (< 3.8, JetPack
+    4.6), or '' where the command runs here."""
+    if sys.version_info >= SERVER_PYTHON:
+        return ""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    server = [c for cs in SERVER_COMMAND_MODULES.values() for c in cs]
+    if command not in server:
+        return ""
+    here = "Python " + sys.version.split()[0]
+    return (
+        "`undercap {}` runs on a server with Python >= 3.8, not on {}: a board "
+        "(JetPack 4.6) runs `undercap devices`, `restore`, `profile` and `train`; "
+        "copy the profile to the server and the selection back".format(command, here)
+    )
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    refusal = server_command_refusal(sys.argv[1:] if argv is None else argv)
+    if refusal:
+        print("error: " + refusal, file=sys.stderr)
+        return EXIT_USER_ERROR
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -257,3 +257,34 @@ def add_task_arg(p: Any) -> None:
         "token-classification, masked-lm or seq2seq (token ids in); built-in models "
         "know theirs",
     )
+
+
+DETERMINISTIC_HELP = (
+    "train on the device with deterministic torch (deterministic algorithms, no cuDNN "
+    "benchmarking, a fixed cuBLAS workspace): a resumed run then equals the uninterrupted "
+    "one on CUDA too, not only on the CPU; slower on CUDA, and a model with an op that has "
+    "no deterministic CUDA kernel stops with an error"
+)
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a non-negative number")
+    return x
+
+
+def add_margin_arg(p: Any) -> None:
+    """--power-margin-w, for every command that selects (select, run, compare, train)."""
+    p.add_argument(
+        "--power-margin-w",
+        type=non_negative_float,
+        default=None,
+        metavar="W",
+        help="safety margin added to every profiled peak power before comparing it with "
+        "the limit (default: each configuration's own, sized while profiling from the "
+        "sensor's noise and the peak's spread; 0: none, the paper's test)",
+    )

@@ -11,6 +11,7 @@ from undercap import defaults
 from undercap.cli.common import (
     MODEL_HELP,
     add_device_args,
+    add_margin_arg,
     add_task_arg,
     float_list,
     int_list,
@@ -19,7 +20,6 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
-from undercap.cli.select import add_margin_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:

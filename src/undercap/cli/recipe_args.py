@@ -10,7 +10,9 @@ from undercap import defaults
 from undercap.cli import rules as R
 from undercap.cli.common import (
     DATA_HELP,
+    DETERMINISTIC_HELP,
     MODEL_HELP,
+    add_margin_arg,
     add_objective_args,
     add_task_arg,
     fraction,
@@ -20,7 +22,6 @@ from undercap.cli.common import (
     shape,
 )
 from undercap.cli.estimate import add_executor_args, seeds_arg
-from undercap.cli.select import add_margin_arg
 
 
 def power_limit(text: str) -> Optional[float]:
@@ -102,14 +103,6 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         metavar="WEIGHTS",
         help="start from these weights (from `undercap pretrain`)",
     )
-
-
-DETERMINISTIC_HELP = (
-    "train on the device with deterministic torch (deterministic algorithms, no cuDNN "
-    "benchmarking, a fixed cuBLAS workspace): a resumed run then equals the uninterrupted "
-    "one on CUDA too, not only on the CPU; slower on CUDA, and a model with an op that has "
-    "no deterministic CUDA kernel stops with an error"
-)
 
 
 def _add_estimate_args(g: argparse._ArgumentGroup) -> None:

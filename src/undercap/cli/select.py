@@ -4,11 +4,10 @@ compared with Baselines 1 and 2 (recipes/selection.py). Never imports torch."""
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
-from undercap.cli.common import add_objective_choice, positive_float, print_json
+from undercap.cli.common import add_margin_arg, add_objective_choice, positive_float, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -93,29 +92,6 @@ def cmd_select(args: argparse.Namespace) -> int:
     else:
         print(selection_summary(result))
     return 0
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
-    if not math.isfinite(x) or x < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a non-negative number")
-    return x
-
-
-def add_margin_arg(p: Any) -> None:
-    """--power-margin-w, for every command that selects (select, run, compare, train)."""
-    p.add_argument(
-        "--power-margin-w",
-        type=non_negative_float,
-        default=None,
-        metavar="W",
-        help="safety margin added to every profiled peak power before comparing it with "
-        "the limit (default: each configuration's own, sized while profiling from the "
-        "sensor's noise and the peak's spread; 0: none, the paper's test)",
-    )
 
 
 def _same_model(profile: Any, eff: Any, profile_path: Path, eff_path: Any) -> None:

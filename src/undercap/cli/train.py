@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Optional
 from undercap import defaults
 from undercap.cli.common import (
     DATA_HELP,
+    DETERMINISTIC_HELP,
     MODEL_HELP,
     add_device_args,
+    add_margin_arg,
     add_objective_args,
     add_objective_choice,
     add_schedule_args,
@@ -27,8 +29,6 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
-from undercap.cli.recipe_args import DETERMINISTIC_HELP
-from undercap.cli.select import add_margin_arg
 from undercap.cli.train_race import add_race_args
 
 if TYPE_CHECKING:  # torch-free until a command runs
