@@ -106,7 +106,7 @@ def test_no_import_cycles() -> None:
 #: (its own modules aside). `undercap` itself (the lazy public API, __version__) is
 #: outside the order. report/ sits low: profiling and training draw progress bars.
 LAYERS = {
-    "errors": 0, "defaults": 0,
+    "errors": 0, "defaults": 0, "_compat": 0,
     "artifacts": 1,
     "select": 2, "devices": 2, "models": 2,
     "data": 3, "report": 3,

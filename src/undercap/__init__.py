@@ -16,10 +16,10 @@ Importing the package is cheap and torch-free: the names below are loaded on fir
 use (PEP 562), so `import undercap` and `undercap select` never import torch.
 """
 
-from __future__ import annotations
-
 import importlib
-from typing import Any
+from typing import Any, List
+
+from undercap._compat import lazy_module_attributes
 
 __version__ = "0.2.0"
 
@@ -80,5 +80,8 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def __dir__() -> list[str]:
+def __dir__() -> List[str]:
     return __all__
+
+
+lazy_module_attributes(__name__, __getattr__)  # Python 3.6 (JetPack 4.6): no PEP 562

@@ -1,7 +1,5 @@
 """Errors a user can cause and fix. The CLI prints them as one `error:` line, exit 2."""
 
-from __future__ import annotations
-
 import importlib
 from typing import Any
 

@@ -15,16 +15,13 @@ learning rate, not by the target it stops at, so runs are keyed without it and a
 longer run answers a shorter request.
 """
 
-from __future__ import annotations
-
 import datetime as _dt
 import hashlib
 import json
 import shutil
-from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from undercap.artifacts.io import PathLike, load_json, save_json
 from undercap.errors import ArtifactError
@@ -93,7 +90,7 @@ class CacheEntry:
             },
         )
 
-    def load_json(self, name: str = VALUE_FILE) -> Optional[dict[str, Any]]:
+    def load_json(self, name: str = VALUE_FILE) -> Optional[Dict[str, Any]]:
         """The stored JSON value, or None when the entry is not a (readable) hit."""
         if not self.sealed:
             return None
@@ -126,7 +123,7 @@ class Cache:
         make: Callable[[], Mapping[str, Any]],
         *,
         on_hit: Optional[Callable[[CacheEntry], None]] = None,
-    ) -> dict[str, Any]:
+    ) -> Dict[str, Any]:
         """The JSON value cached under (kind, key), or `make()` stored there."""
         entry = self.entry(kind, key)
         if entry is not None:

@@ -11,13 +11,10 @@ single-proxy artifact, unchanged, so one can be cut out and used alone; names ar
 distinct. `load_efficiencies` reads either schema (a single artifact is a set of one).
 """
 
-from __future__ import annotations
-
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from undercap.artifacts.io import PathLike, check_schema, finite, load_json, save_json
 from undercap.errors import ArtifactError
@@ -37,12 +34,12 @@ class Efficiency:
     model: str
     dataset: str
     target_accuracy: float
-    samples_to_target: dict[int, tuple[Optional[int], ...]]
-    relative: dict[int, float]
-    extra: dict[str, Any] = field(default_factory=dict)  # cost, curves, spread, provenance
+    samples_to_target: Dict[int, Tuple[Optional[int], ...]]
+    relative: Dict[int, float]
+    extra: Dict[str, Any] = field(default_factory=dict)  # cost, curves, spread, provenance
 
     @property
-    def batch_sizes(self) -> tuple[int, ...]:
+    def batch_sizes(self) -> Tuple[int, ...]:
         return tuple(sorted(self.samples_to_target))
 
     @property
@@ -57,11 +54,11 @@ class Efficiency:
         return sum(runs) / len(runs) if runs else None
 
     @property
-    def excluded_batch_sizes(self) -> tuple[int, ...]:
+    def excluded_batch_sizes(self) -> Tuple[int, ...]:
         return tuple(b for b in self.batch_sizes if b not in self.relative)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {
             "schema": EFFICIENCY_SCHEMA,
             "model": self.model,
             "dataset": self.dataset,
@@ -75,7 +72,7 @@ class Efficiency:
         return out
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<efficiency>") -> Efficiency:
+    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<efficiency>") -> "Efficiency":
         check_schema(obj, EFFICIENCY_SCHEMA, path)
         for key in ("model", "dataset", "target_accuracy", "samples_to_target", "relative"):
             if key not in obj:
@@ -84,7 +81,7 @@ class Efficiency:
         if target > 1.0:
             raise ArtifactError(f"{path}: target_accuracy must be a fraction in (0, 1]")
         stt = _int_keyed(obj["samples_to_target"], "samples_to_target", path)
-        runs: dict[int, tuple[Optional[int], ...]] = {}
+        runs: Dict[int, Tuple[Optional[int], ...]] = {}
         for b, v in stt.items():
             if not isinstance(v, list) or not v:
                 raise ArtifactError(f"{path}: samples_to_target[{b}] must be a non-empty list")
@@ -110,10 +107,10 @@ class Efficiency:
         )
 
 
-def _int_keyed(obj: Any, name: str, path: PathLike) -> dict[int, Any]:
+def _int_keyed(obj: Any, name: str, path: PathLike) -> Dict[int, Any]:
     if not isinstance(obj, dict) or not obj:
         raise ArtifactError(f"{path}: {name!r} must be a non-empty object keyed by batch size")
-    out: dict[int, Any] = {}
+    out: Dict[int, Any] = {}
     for k, v in obj.items():
         try:
             b = int(k)
@@ -126,7 +123,7 @@ def _int_keyed(obj: Any, name: str, path: PathLike) -> dict[int, Any]:
 
 
 def _check_relative(
-    runs: dict[int, tuple[Optional[int], ...]], relative: dict[int, float], path: PathLike
+    runs: Dict[int, Tuple[Optional[int], ...]], relative: Dict[int, float], path: PathLike
 ) -> None:
     extra = sorted(set(relative) - set(runs))
     if extra:
@@ -164,8 +161,8 @@ def save_efficiency(path: PathLike, eff: Efficiency) -> Path:
 class EfficiencySet:
     """Several proxies' estimates of one model, each under a distinct name."""
 
-    names: tuple[str, ...]
-    members: tuple[Efficiency, ...]
+    names: Tuple[str, ...]
+    members: Tuple[Efficiency, ...]
 
     def __post_init__(self) -> None:
         if not self.members or len(self.names) != len(self.members):
@@ -183,11 +180,11 @@ class EfficiencySet:
         return self.members[0].model
 
     @property
-    def relatives(self) -> dict[str, dict[int, float]]:
+    def relatives(self) -> Dict[str, Dict[int, float]]:
         """name -> r(b), what select.ensemble takes."""
         return {n: dict(e.relative) for n, e in zip(self.names, self.members)}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return {
             "schema": EFFICIENCY_SET_SCHEMA,
             "model": self.model,
@@ -197,12 +194,12 @@ class EfficiencySet:
         }
 
     @classmethod
-    def of(cls, members: Sequence[Efficiency]) -> EfficiencySet:
+    def of(cls, members: Sequence[Efficiency]) -> "EfficiencySet":
         """A set named by `proxy_names`."""
         return cls(proxy_names(members), tuple(members))
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<efficiency>") -> EfficiencySet:
+    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<efficiency>") -> "EfficiencySet":
         if obj.get("schema") == EFFICIENCY_SCHEMA:
             eff = Efficiency.from_dict(obj, path)
             return cls(proxy_names([eff]), (eff,))
@@ -219,7 +216,7 @@ class EfficiencySet:
         return cls(tuple(names), tuple(members))
 
 
-def proxy_names(members: Sequence[Efficiency]) -> tuple[str, ...]:
+def proxy_names(members: Sequence[Efficiency]) -> Tuple[str, ...]:
     """Distinct readable names: the dataset, plus its subset and split seed where the
     estimate's config has them, plus #k where those still repeat."""
     base = []
@@ -236,8 +233,8 @@ def proxy_names(members: Sequence[Efficiency]) -> tuple[str, ...]:
 def load_efficiencies(paths: Sequence[PathLike]) -> EfficiencySet:
     """Every proxy in these files (single artifacts or sets), as one set; names are
     made distinct again across files."""
-    members: list[Efficiency] = []
-    names: list[str] = []
+    members: List[Efficiency] = []
+    names: List[str] = []
     for path in paths:
         one = EfficiencySet.from_dict(load_json(path, what="efficiency"), path)
         members += one.members

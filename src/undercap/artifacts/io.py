@@ -6,8 +6,6 @@ onto the destination. Rename is atomic on POSIX, so a crash or SIGKILL mid-write
 leaves either the old file or the new one, never half of one. No torch import.
 """
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import json
@@ -15,9 +13,8 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Type, Union
+from typing import Any, Dict, Iterator, Mapping, Type, Union
 
 from undercap.errors import ArtifactError, UndercapError
 
@@ -64,7 +61,7 @@ def save_json(path: PathLike, obj: Mapping[str, Any]) -> Path:
     return write_atomic(path, text)
 
 
-def load_json(path: PathLike, *, what: str = "artifact") -> dict[str, Any]:
+def load_json(path: PathLike, *, what: str = "artifact") -> Dict[str, Any]:
     """A JSON object from `path`; every problem is one ArtifactError naming the file."""
     path = Path(path)
     try:
@@ -118,7 +115,7 @@ def file_sha256(path: PathLike, *, what: str = "file") -> str:
 
 def read_toml(
     path: PathLike, what: str, error: Type[UndercapError] = UndercapError
-) -> dict[str, Any]:
+) -> Dict[str, Any]:
     """A TOML file (device specs, fleet files) as a dict; an unreadable or malformed
     file is one `error` naming `what` and the path."""
     path = Path(path)

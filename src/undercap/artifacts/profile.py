@@ -5,13 +5,10 @@ duplicates), so a bad file fails here with one clear line instead of producing a
 wrong choice later. No torch import.
 """
 
-from __future__ import annotations
-
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, Mapping, Optional, Set, Tuple
 
 from undercap.artifacts.io import PathLike, check_schema, finite, load_json, save_json
 from undercap.errors import ArtifactError
@@ -40,8 +37,8 @@ class ProfileRow:
     steps: Optional[int] = None
     duration_s: Optional[float] = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {
             "batch_size": self.batch_size,
             "freq_mhz": self.freq_mhz,
             "time_per_sample_s": self.time_per_sample_s,
@@ -58,22 +55,22 @@ class ProfileRow:
 class Profile:
     """The measured lookup table t(b, f), P(b, f) for one model on one device."""
 
-    device: dict[str, Any]
+    device: Dict[str, Any]
     model: str
-    input_shape: tuple[int, ...]
-    rows: tuple[ProfileRow, ...]
+    input_shape: Tuple[int, ...]
+    rows: Tuple[ProfileRow, ...]
     simulated: bool = False
     mode: str = "full"  # "full" sweep or the paper's "efficient" sweep
     power_limit_w: Optional[float] = None  # the limit an efficient sweep was run for
-    unfit_batch_sizes: tuple[int, ...] = ()  # tried but did not fit in memory
-    cost: dict[str, Any] = field(default_factory=dict)  # what profiling itself cost
-    workload: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    unfit_batch_sizes: Tuple[int, ...] = ()  # tried but did not fit in memory
+    cost: Dict[str, Any] = field(default_factory=dict)  # what profiling itself cost
+    workload: Dict[str, Any] = field(default_factory=dict)
+    provenance: Dict[str, Any] = field(default_factory=dict)
     #: how the efficient sweep chose what to measure: its limit, the r(b) it pruned
     #: with, batch sizes pruned and why (profile/sweep.py); how margins were sized
-    sweep: dict[str, Any] = field(default_factory=dict)
+    sweep: Dict[str, Any] = field(default_factory=dict)
 
-    def with_margin(self, margin_w: Optional[float]) -> Profile:
+    def with_margin(self, margin_w: Optional[float]) -> "Profile":
         """This profile with every row's safety margin set to `margin_w` (None: as
         measured), for code that selects from rows (a changing cap re-selects)."""
         if margin_w is None:
@@ -82,11 +79,11 @@ class Profile:
         return dataclasses.replace(self, rows=rows)
 
     @property
-    def batch_sizes(self) -> tuple[int, ...]:
+    def batch_sizes(self) -> Tuple[int, ...]:
         return tuple(sorted({r.batch_size for r in self.rows}))
 
     @property
-    def freqs_mhz(self) -> tuple[float, ...]:
+    def freqs_mhz(self) -> Tuple[float, ...]:
         return tuple(sorted({r.freq_mhz for r in self.rows}))
 
     def row(self, batch_size: int, freq_mhz: float) -> Optional[ProfileRow]:
@@ -101,7 +98,7 @@ class Profile:
         the clock the device runs) or "chosen" (each row's clock was locked)."""
         return "observed" if self.mode == "read-only" else "chosen"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return {
             "schema": PROFILE_SCHEMA,
             "device": self.device,
@@ -119,7 +116,7 @@ class Profile:
         }
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<profile>") -> Profile:
+    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<profile>") -> "Profile":
         check_schema(obj, PROFILE_SCHEMA, path)
         for key in ("device", "model", "input_shape", "rows"):
             if key not in obj:
@@ -128,7 +125,7 @@ class Profile:
         if not isinstance(rows_obj, list) or not rows_obj:
             raise ArtifactError(f"{path}: 'rows' must be a non-empty list")
         rows = tuple(_profile_row(r, i, path) for i, r in enumerate(rows_obj))
-        seen: set[tuple[int, float]] = set()
+        seen: Set[Tuple[int, float]] = set()
         for r in rows:
             key = (r.batch_size, r.freq_mhz)
             if key in seen:
@@ -182,8 +179,8 @@ def _profile_row(r: Any, i: int, path: PathLike) -> ProfileRow:
     )
 
 
-def _optional_fields(r: dict[str, Any], where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _optional_fields(r: Dict[str, Any], where: str) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
     for key in OPTIONAL_ROW_FIELDS:
         if r.get(key) is not None:
             x = finite(r[key], key, where)

@@ -1,15 +1,14 @@
 """Provenance recorded in every artifact: versions, host, git revision, time."""
 
-from __future__ import annotations
-
 import datetime as _dt
 import platform
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from undercap import __version__
+from undercap._compat import run_captured
 
 
 @lru_cache(maxsize=1)
@@ -17,22 +16,17 @@ def git_revision() -> Optional[str]:
     """The git revision of the undercap source tree, if it is a checkout."""
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=2,
-            check=False,
+        out = run_captured(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=here, timeout=2, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def provenance(**extra: Any) -> dict[str, Any]:
+def provenance(**extra: Any) -> Dict[str, Any]:
     """A JSON-able provenance block; callers add device, seed, etc. via `extra`."""
-    info: dict[str, Any] = {
+    info: Dict[str, Any] = {
         "undercap_version": __version__,
         "git_revision": git_revision(),
         "python": platform.python_version(),

@@ -14,13 +14,10 @@ from the efficiency artifact they name, or the `efficiency.json` beside them (th
 layout of a `run` folder). No torch import.
 """
 
-from __future__ import annotations
-
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from undercap.artifacts.io import PathLike, finite, load_json, save_json
 from undercap.errors import ArtifactError
@@ -49,8 +46,8 @@ class Selection:
     simulated: bool
     relative_samples: Optional[float] = None
     score: Optional[float] = None
-    training: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+    training: Dict[str, Any] = field(default_factory=dict)
+    extra: Dict[str, Any] = field(default_factory=dict)
     clock: str = "chosen"  # CLOCKS: "observed" on a read-only device
 
     def lock_mhz(self) -> Optional[float]:
@@ -58,14 +55,14 @@ class Selection:
         where the selection only observed the clock its device ran at."""
         return self.freq_mhz if self.clock == "chosen" else None
 
-    def batch_ladder(self) -> tuple[int, ...]:
+    def batch_ladder(self) -> Tuple[int, ...]:
         """The batch sizes feasible under the limit (the candidates), ascending: where
         a read-only device goes over its cap, the guard steps down through these."""
         rows = self.extra.get("candidates") or []
         return tuple(sorted({int(c["batch_size"]) for c in rows if "batch_size" in c}))
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": SELECTION_SCHEMA}
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"schema": SELECTION_SCHEMA}
         for k in (*_CHOICE, *_OPTIONAL, *_IDENTITY):
             out[k] = getattr(self, k)
         out["training"] = dict(self.training)
@@ -73,7 +70,7 @@ class Selection:
         return out
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<selection>") -> Selection:
+    def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<selection>") -> "Selection":
         schema = obj.get("schema")
         if schema not in (None, SELECTION_SCHEMA):
             raise ArtifactError(f"{path}: schema is {schema!r}, expected {SELECTION_SCHEMA!r}")
@@ -88,7 +85,7 @@ class Selection:
         return cls(**_fields(flat, str(path)), extra=_extra(obj))
 
 
-def _fields(d: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _fields(d: Mapping[str, Any], where: str) -> Dict[str, Any]:
     b = d["batch_size"]
     if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
         raise ArtifactError(f"{where}: batch_size must be a positive integer, got {b!r}")
@@ -113,7 +110,7 @@ def _fields(d: Mapping[str, Any], where: str) -> dict[str, Any]:
     }
 
 
-def _extra(obj: Mapping[str, Any]) -> dict[str, Any]:
+def _extra(obj: Mapping[str, Any]) -> Dict[str, Any]:
     known = {"schema", "choice", "training", *_CHOICE, *_OPTIONAL, *_IDENTITY}
     return {k: v for k, v in obj.items() if k not in known}
 
@@ -122,7 +119,7 @@ def _opt_float(x: Any) -> Optional[float]:
     return None if x is None else float(x)
 
 
-def _training_from_efficiency(sel_path: Path, extra: Mapping[str, Any]) -> dict[str, Any]:
+def _training_from_efficiency(sel_path: Path, extra: Mapping[str, Any]) -> Dict[str, Any]:
     """v0.1 files: the LR scaling from the efficiency artifact the selection used."""
     named = extra.get("efficiency")
     candidates = [Path(named)] if named else []

@@ -8,12 +8,9 @@ device's clock (a simulated device's model of the forward passes, the wall clock
 hardware) and `eval_wall_s` on the host.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from undercap.artifacts.io import load_json, save_json
 from undercap.errors import ArtifactError
@@ -46,22 +43,22 @@ class TrainResult:
     power_limit_w: Optional[float]
     limit_exceeded: bool  # the robust peak went above the limit at some point
     guard_window_s: float
-    guard_events: tuple[dict[str, Any], ...]
+    guard_events: Tuple[Dict[str, Any], ...]
     simulated: bool
-    device: dict[str, Any]
+    device: Dict[str, Any]
     model: str
     dataset: str
-    curve: tuple[dict[str, Any], ...]  # {"samples", "accuracy", "loss"} per evaluation
+    curve: Tuple[Dict[str, Any], ...]  # {"samples", "accuracy", "loss"} per evaluation
     resumed_from: Optional[int] = None  # samples in the checkpoint the run last resumed from
     pause_time_s: float = 0.0  # paused for lack of power (a changing cap); in time_to_accuracy_s
-    segments: tuple[dict[str, Any], ...] = ()  # one per interval with one configuration
+    segments: Tuple[Dict[str, Any], ...] = ()  # one per interval with one configuration
     schedule: Optional[str] = None  # the cap's schedule or live source, if it changed
-    warnings: tuple[str, ...] = ()
-    config: dict[str, Any] = field(default_factory=dict)
+    warnings: Tuple[str, ...] = ()
+    config: Dict[str, Any] = field(default_factory=dict)
     # a race on the target before training (train/race.py): candidates' curves, winner,
     # its cost (in time_to_accuracy_s, train_time_s and energy_j)
-    race: Optional[dict[str, Any]] = None
-    provenance: dict[str, Any] = field(default_factory=dict)
+    race: Optional[Dict[str, Any]] = None
+    provenance: Dict[str, Any] = field(default_factory=dict)
     # "locked" (freq_mhz_requested held), "as found" (none asked for) or "read-only:
     # clocks as found" (the device's clocks may not be changed here); None: older results
     clocks: Optional[str] = None
@@ -89,7 +86,7 @@ class TrainResult:
             f"{self.best_accuracy:.2%} in {self.samples_trained} samples"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
         for key in ("guard_events", "curve", "warnings", "segments"):
             d[key] = list(d[key])
@@ -98,7 +95,7 @@ class TrainResult:
     @classmethod
     def from_dict(
         cls, obj: Mapping[str, Any], path: Union[str, Path] = "<train result>"
-    ) -> TrainResult:
+    ) -> "TrainResult":
         if obj.get("schema") != TRAIN_SCHEMA:
             raise ArtifactError(
                 f"{path}: schema is {obj.get('schema')!r}, expected {TRAIN_SCHEMA!r}"

@@ -5,10 +5,8 @@ paths can use it. `undercap.models.workload_of(model, name, input_shape)` fills 
 counting the real model's FLOPs and activation sizes.
 """
 
-from __future__ import annotations
-
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Dict, Tuple
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,7 @@ class Workload:
     """
 
     model: str
-    input_shape: tuple[int, ...]
+    input_shape: Tuple[int, ...]
     flops_per_sample: float
     activation_bytes_per_sample: float
     traffic_bytes_per_sample: float
@@ -50,13 +48,13 @@ class Workload:
         moments (4 x params) plus activations for the whole batch."""
         return 4.0 * self.param_bytes + batch_size * self.activation_bytes_per_sample
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
         d["input_shape"] = list(self.input_shape)
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Workload:
+    def from_dict(cls, d: Dict[str, Any]) -> "Workload":
         return cls(
             model=str(d["model"]),
             input_shape=tuple(int(x) for x in d["input_shape"]),

@@ -5,14 +5,11 @@ heavy imports (torch, matplotlib, vendor libraries) happen inside the command
 functions, so `undercap devices` and `undercap select` start fast.
 """
 
-from __future__ import annotations
-
 import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import Optional
+from typing import Optional, Sequence
 
 from undercap import __version__
 from undercap.errors import (
@@ -77,9 +74,9 @@ def server_command_refusal(argv: Sequence[str]) -> str:
         return ""
     here = "Python " + sys.version.split()[0]
     return (
-        "`undercap {}` runs on a server with Python >= 3.8, not on {}: a board "
+        f"`undercap {command}` runs on a server with Python >= 3.8, not on {here}: a board "
         "(JetPack 4.6) runs `undercap devices`, `restore`, `profile` and `train`; "
-        "copy the profile to the server and the selection back".format(command, here)
+        "copy the profile to the server and the selection back"
     )
 
 

@@ -1,12 +1,10 @@
 """Argument types and output helpers shared by the command modules (no torch)."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import math
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from undercap import defaults
 
@@ -39,7 +37,7 @@ def positive_int(text: str) -> int:
     return x
 
 
-def int_list(text: str) -> list[int]:
+def int_list(text: str) -> List[int]:
     """'8,16,32' or '8..128' (powers of two from 8 to 128)."""
     text = text.strip()
     if ".." in text:
@@ -58,11 +56,11 @@ def int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r}: {e}") from e
 
 
-def float_list(text: str) -> list[float]:
+def float_list(text: str) -> List[float]:
     return [positive_float(t) for t in text.split(",") if t.strip()]
 
 
-def shape(text: str) -> tuple[int, ...]:
+def shape(text: str) -> Tuple[int, ...]:
     """'3x32x32' or '3,32,32'."""
     parts = text.replace("x", ",").split(",")
     try:
@@ -121,7 +119,7 @@ def add_objective_args(p: Any) -> None:
     )
 
 
-def objective_kwargs(args: Any) -> dict[str, Any]:
+def objective_kwargs(args: Any) -> Dict[str, Any]:
     """--loss, --metric and the recipe flags, as the library's keyword arguments."""
     return {
         "loss": args.loss,

@@ -5,8 +5,6 @@ Neither imports torch: device backends never do, and pynvml is imported only by
 devices/nvml.py when NVML GPUs are listed.
 """
 
-from __future__ import annotations
-
 import argparse
 from pathlib import Path
 

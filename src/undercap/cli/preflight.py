@@ -9,10 +9,9 @@ using NumPy 1.x" warning with a stack dump before anything of ours can speak
 installed packages' metadata, which imports neither, and a mismatch is one line.
 """
 
-from __future__ import annotations
-
 import re
-from typing import Optional
+import sys
+from typing import Optional, Tuple
 
 from undercap.errors import UndercapError
 
@@ -20,14 +19,16 @@ from undercap.errors import UndercapError
 TORCH_NUMPY2_SINCE = (2, 3)
 
 
-def _release(version: str) -> tuple[int, ...]:
+def _release(version: str) -> Tuple[int, ...]:
     """'2.1.0+cu121' -> (2, 1, 0); '2.0.0a0+ec3941ad.nv23.02' (a Jetson wheel) -> (2, 0, 0)."""
     m = re.match(r"\d+(\.\d+)*", version)
     return tuple(int(p) for p in m.group(0).split(".")) if m else ()
 
 
 def _installed(name: str) -> Optional[str]:
-    from importlib.metadata import PackageNotFoundError, version
+    if sys.version_info < (3, 8):  # JetPack 4.6: numpy 2 needs Python >= 3.9, no clash
+        return None
+    from importlib.metadata import PackageNotFoundError, version  # novermin
 
     try:
         return version(name)

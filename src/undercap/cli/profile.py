@@ -1,7 +1,5 @@
 """`undercap profile` and `undercap plot-profile`."""
 
-from __future__ import annotations
-
 import argparse
 import sys
 from pathlib import Path

@@ -2,10 +2,8 @@
 (recipes/gns_check.py, select/robust.py), and several proxies' options (`--proxy`
 repeated, select/ensemble.py)."""
 
-from __future__ import annotations
-
 import argparse
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from undercap import defaults
 from undercap.cli.common import fraction, positive_int
@@ -71,7 +69,7 @@ def add_race_budget_arg(g: Any) -> None:
     )
 
 
-def race_fields(args: argparse.Namespace) -> dict[str, Any]:
+def race_fields(args: argparse.Namespace) -> Dict[str, Any]:
     """RunConfig's race fields from --race / --race-budget."""
     if args.race_budget >= 1:
         raise UndercapError(f"--race-budget {args.race_budget:g}: give a fraction below 1")
@@ -86,10 +84,10 @@ def resolve_rule(rule: Optional[str], several: bool) -> str:
     return "paper" if rule == ENSEMBLE and not several else rule
 
 
-def per_proxy(parse: Callable[[str], int]) -> Callable[[str], list[int]]:
+def per_proxy(parse: Callable[[str], int]) -> Callable[[str], List[int]]:
     """'360' (every proxy) or '300,360,400' (one per --proxy, in order)."""
 
-    def parse_list(text: str) -> list[int]:
+    def parse_list(text: str) -> List[int]:
         items = [t for t in text.split(",") if t.strip()]
         if not items:
             raise argparse.ArgumentTypeError(f"{text!r}: give a number, or one per --proxy")
@@ -106,7 +104,7 @@ def split_seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
 
 
-def proxy_limit_types() -> dict[str, Any]:
+def proxy_limit_types() -> Dict[str, Any]:
     """The types of --proxy-limit and --proxy-split-seed: one value or one per proxy."""
     return {"limit": per_proxy(positive_int), "split_seed": per_proxy(split_seed)}
 
@@ -124,7 +122,7 @@ def _nth(values: Any, i: int, n: int, flag: str) -> Any:
     return values[i]
 
 
-def proxy_specs(args: argparse.Namespace, proxies: Optional[list[str]]) -> list[Any]:
+def proxy_specs(args: argparse.Namespace, proxies: Optional[List[str]]) -> List[Any]:
     """A DataSpec per --proxy, with its own --proxy-limit and --proxy-split-seed."""
     from undercap.data.spec import DataSpec
 
@@ -167,7 +165,7 @@ def add_efficiency_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def proxy_fields(args: argparse.Namespace, *, single: bool = False) -> dict[str, Any]:
+def proxy_fields(args: argparse.Namespace, *, single: bool = False) -> Dict[str, Any]:
     """Run/CompareConfig's proxy fields: one proxy (or artifact) as before, several as
     tuples. `single`: compare's (a proxy always, no artifacts)."""
     specs = proxy_specs(args, args.proxy)

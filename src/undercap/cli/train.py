@@ -6,11 +6,9 @@ the largest batch of the estimate the selection used (same rule as estimation), 
 a selection from `run` also brings the data, weights and budgets that run used.
 """
 
-from __future__ import annotations
-
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from undercap import defaults
 from undercap.cli.common import (
@@ -210,7 +208,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _resolve(args: argparse.Namespace) -> tuple[TrainSpec, Optional[dict[str, Any]]]:
+def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, Any]]]":
     """The run's TrainSpec (every training setting: explicit flags win, then the
     selection's choice and its training block, how the run it came from trained, then
     the defaults) and the data the selection's run trained on (None: none)."""
@@ -267,7 +265,7 @@ def _resolve(args: argparse.Namespace) -> tuple[TrainSpec, Optional[dict[str, An
     return spec, t.get("data")
 
 
-def _reselector(args: argparse.Namespace, spec: TrainSpec) -> Optional[Reselector]:
+def _reselector(args: argparse.Namespace, spec: "TrainSpec") -> "Optional[Reselector]":
     """A changing cap re-selects (b, f): on the profile and r(b) from the flags, else
     those the selection was made from (None for a fixed cap)."""
     from undercap.artifacts import load_efficiency, load_profile
@@ -333,7 +331,7 @@ def _check_freq_flag(args: argparse.Namespace, device: Any) -> None:
         )
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
+def run_options(args: argparse.Namespace) -> "RunOptions":
     """How the run is kept and shown: checkpoints, resume, sampling, logs."""
     from undercap.train.spec import RunOptions
 
@@ -353,9 +351,9 @@ def _train(
     args: argparse.Namespace,
     device: Any,
     data: Any,
-    spec: TrainSpec,
-    reselector: Optional[Reselector],
-) -> TrainResult:
+    spec: "TrainSpec",
+    reselector: "Optional[Reselector]",
+) -> "TrainResult":
     from undercap.cli.train_race import raced_training
     from undercap.train import train
 

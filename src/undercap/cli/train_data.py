@@ -1,12 +1,10 @@
 """The target data of `undercap train`: the --dataset flags, or the data of the `run`
 its selection came from, with the data flags given on the command line in its place."""
 
-from __future__ import annotations
-
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 # The data flags `train --from-selection` honours over the selection's own data (a
 # selection made on a server and copied to a board points at the server's files).
@@ -20,7 +18,7 @@ DATA_FLAGS = (
 
 
 def data_spec(
-    args: argparse.Namespace, model: str, selection_data: Optional[dict[str, Any]]
+    args: argparse.Namespace, model: str, selection_data: Optional[Dict[str, Any]]
 ) -> Any:
     """The --dataset flags, else the data the selection's run trained on with any data
     flag given on the command line in place of the selection's; says which it uses."""
@@ -46,7 +44,7 @@ def data_spec(
     )
 
 
-def _selection_data(args: argparse.Namespace, data: dict[str, Any]) -> Any:
+def _selection_data(args: argparse.Namespace, data: Dict[str, Any]) -> Any:
     from undercap.data.spec import DataSpec
     from undercap.errors import UndercapError
 

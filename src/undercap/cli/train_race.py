@@ -8,8 +8,6 @@ CHECKPOINT_DIR/race/b<b>/, the winner continues from its fork in
 CHECKPOINT_DIR/checkpoint/, and the result counts the others' time and energy.
 """
 
-from __future__ import annotations
-
 import argparse
 import dataclasses
 import sys
@@ -40,10 +38,10 @@ def raced_training(
     args: argparse.Namespace,
     device: Any,
     data: Any,
-    spec: TrainSpec,
-    options: RunOptions,
-    reselector: Optional[Reselector],
-) -> TrainResult:
+    spec: "TrainSpec",
+    options: "RunOptions",
+    reselector: "Optional[Reselector]",
+) -> "TrainResult":
     """The race, then the winner's training (a TrainResult with the race counted);
     `spec` and `options`: the selected configuration's TrainSpec and the command's
     RunOptions (train/spec.py)."""
@@ -81,7 +79,7 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
-def _as_selected(sel: Selection, spec: TrainSpec) -> Selection:
+def _as_selected(sel: "Selection", spec: "TrainSpec") -> "Selection":
     """The selection at the (b, f) this command trains (flags may override it)."""
     freq = sel.freq_mhz if spec.freq_mhz is None else spec.freq_mhz  # observed: kept
     return dataclasses.replace(sel, batch_size=spec.batch_size, freq_mhz=freq)
@@ -95,16 +93,16 @@ class _Lanes:
         self,
         device: Any,
         data: Any,
-        spec: TrainSpec,
-        options: RunOptions,
-        reselector: Optional[Reselector],
+        spec: "TrainSpec",
+        options: "RunOptions",
+        reselector: "Optional[Reselector]",
     ) -> None:
         self.device, self.data, self.spec, self.options = device, data, spec, options
         self.reselector = reselector
 
     def __call__(
-        self, sel: Selection, out: Path, progress: bool, time_budget_s: Optional[float]
-    ) -> TrainResult:
+        self, sel: "Selection", out: Path, progress: bool, time_budget_s: Optional[float]
+    ) -> "TrainResult":
         from undercap.train import train
 
         ckpt = out / "checkpoint"

@@ -29,11 +29,9 @@ at most `limit` training samples and limit // 4 test samples (text: limit traini
 windows and limit // 9 test windows), for fast runs.
 """
 
-from __future__ import annotations
-
 import functools
 from pathlib import Path
-from typing import Optional, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -63,7 +61,7 @@ _OFFICIAL = {"cifar10", "cifar100", "svhn", "mnist", "fashion-mnist"}
 _NEEDS_ARG = {"npz", "folder", "text", "py"}
 
 
-def parse_spec(spec: str) -> tuple[str, Optional[str]]:
+def parse_spec(spec: str) -> Tuple[str, Optional[str]]:
     """ "kind[:arg]" -> (kind, arg); checks the kind and that npz/folder/text/py have an
     arg (for py: an import path)."""
     kind, _, arg = spec.partition(":")
@@ -116,7 +114,7 @@ def load_dataset(
     spec: str,
     *,
     data_dir: Optional[Union[str, Path]] = None,
-    input_shape: Optional[tuple[int, ...]] = None,
+    input_shape: Optional[Tuple[int, ...]] = None,
     context: int = 64,
     seed: int = 0,
     limit: Optional[int] = None,
@@ -151,7 +149,7 @@ def _read_images(
     kind: str,
     arg: Optional[str],
     data_dir: Optional[Union[str, Path]],
-    shape: Optional[tuple[int, ...]],
+    shape: Optional[Tuple[int, ...]],
 ) -> _img.RawImages:
     if kind == "digits":
         load_digits = require("sklearn.datasets", "digits", "the bundled digits").load_digits
@@ -175,7 +173,7 @@ def _read_images(
 def _image_splits(
     spec: str,
     raw: _img.RawImages,
-    shape: Optional[tuple[int, ...]],
+    shape: Optional[Tuple[int, ...]],
     seed: int,
     limit: Optional[int],
     split: Optional[str],
@@ -211,7 +209,7 @@ def _image_splits(
 
 def _load_text(
     spec: str,
-    paths: list[Path],
+    paths: List[Path],
     context: int,
     seed: int,
     limit: Optional[int],

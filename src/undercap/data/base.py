@@ -1,9 +1,7 @@
 """The in-memory form every loader returns: tensors for train and test splits."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -35,7 +33,7 @@ class Splits:
     pad_token_id: Optional[int] = None  # padding under attention_mask == 0 (py: data)
 
     @property
-    def input_shape(self) -> tuple[int, ...]:
+    def input_shape(self) -> Tuple[int, ...]:
         return tuple(self.x_train.shape[1:])
 
     @property

@@ -9,11 +9,9 @@ official split. Images are decoded with Pillow; a folder of grayscale images sta
 (the model's input size, or else the first image's) are resized bilinearly.
 """
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 from tqdm import tqdm
@@ -25,11 +23,11 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".ti
 _GRAY_MODES = {"1", "L", "LA", "I", "I;16", "F"}
 
 
-def _class_dirs(root: Path) -> list[Path]:
+def _class_dirs(root: Path) -> List[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def _list(root: Path, classes: list[str]) -> tuple[list[Path], list[int]]:
+def _list(root: Path, classes: List[str]) -> Tuple[List[Path], List[int]]:
     files, labels = [], []
     for i, c in enumerate(classes):
         d = root / c
@@ -43,7 +41,7 @@ def _list(root: Path, classes: list[str]) -> tuple[list[Path], list[int]]:
     return files, labels
 
 
-def _decode(files: list[Path], size_hw: Optional[tuple[int, int]]) -> np.ndarray:
+def _decode(files: List[Path], size_hw: Optional[Tuple[int, int]]) -> np.ndarray:
     pil = require("PIL.Image", "images", "reading image folders")
     Image, UnidentifiedImageError = pil, pil.UnidentifiedImageError
 
@@ -75,7 +73,7 @@ def _decode(files: list[Path], size_hw: Optional[tuple[int, int]]) -> np.ndarray
     return np.stack(arrays)  # (N, H, W) or (N, H, W, 3)
 
 
-def read_folder(root: Path, size_hw: Optional[tuple[int, int]] = None) -> RawImages:
+def read_folder(root: Path, size_hw: Optional[Tuple[int, int]] = None) -> RawImages:
     if not root.is_dir():
         raise DataError(f"folder: {root} is not a directory; expected DIR/<class>/<images>")
     split_dirs = [

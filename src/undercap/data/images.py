@@ -18,13 +18,11 @@ Formats:
 * Image folders: see datasets/folder.py.
 """
 
-from __future__ import annotations
-
 import gzip
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -135,7 +133,7 @@ _CIFAR = {
 
 def _cifar_file(
     path: Path, label_key: bytes, name: str, expected: str
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Tuple[np.ndarray, np.ndarray]:
     if not path.is_file():
         raise DataError(
             f"{name}: {path} not found; expected the {expected} extracted under --data-dir"
@@ -171,7 +169,7 @@ def read_cifar(root: Path, name: str) -> RawImages:
 
 
 # --- SVHN .mat ---------------------------------------------------------------------
-def _svhn_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def _svhn_file(path: Path) -> Tuple[np.ndarray, np.ndarray]:
     scipy_io = require("scipy.io", "mat", "reading SVHN's .mat files")
 
     if not path.is_file():
@@ -245,7 +243,7 @@ def _find_idx(root: Path, name: str, stem: str) -> Path:
 def _read_idx(path: Path) -> np.ndarray:
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         raise DataError(f"{path}: cannot read ({type(e).__name__}: {e})") from e
     return parse_idx(raw, str(path))
 

@@ -15,8 +15,6 @@ tokenizer and a `datasets.Dataset` in torch format give) tells:
   else. `token_type_ids` other than 0 (sentence pairs) are not kept: an error says so.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import Any, List, Optional
 

@@ -1,10 +1,8 @@
 """Which data to load (`DataSpec`), and loading it as shuffled train/test tensors."""
 
-from __future__ import annotations
-
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from undercap.data.base import Splits
 
@@ -32,7 +30,7 @@ class DataSpec:
 
     dataset: str
     data_dir: Optional[str] = None
-    input_shape: Optional[tuple[int, ...]] = None
+    input_shape: Optional[Tuple[int, ...]] = None
     context: int = 64
     limit: Optional[int] = None
     seed: int = 0
@@ -51,7 +49,7 @@ class DataSpec:
             extra.append("as " + "x".join(str(x) for x in self.input_shape))
         return self.dataset + (f" [{', '.join(extra)}]" if extra else "")
 
-    def key(self) -> dict[str, Any]:
+    def key(self) -> Dict[str, Any]:
         """What determines the loaded tensors (for cache keys)."""
         d = dataclasses.asdict(self)
         d["input_shape"] = None if self.input_shape is None else list(self.input_shape)

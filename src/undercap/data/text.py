@@ -14,11 +14,9 @@ but the first is a target exactly once. The windows are split 90/10 train/test b
 seeded shuffle (paper: 90/10 for text).
 """
 
-from __future__ import annotations
-
 import unicodedata
 from pathlib import Path
-from typing import Optional, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -62,11 +60,11 @@ def encode(text: str) -> np.ndarray:
     return _LUT[codes]
 
 
-def decode(ids: Union[torch.Tensor, np.ndarray, list[int]]) -> str:
+def decode(ids: Union[torch.Tensor, np.ndarray, List[int]]) -> str:
     return "".join(VOCAB[int(i)] for i in np.asarray(ids).reshape(-1))
 
 
-def read_corpus(paths: list[Path]) -> str:
+def read_corpus(paths: List[Path]) -> str:
     texts = []
     for p in paths:
         if not p.is_file():
@@ -83,7 +81,7 @@ def read_corpus(paths: list[Path]) -> str:
     return "\n".join(texts)
 
 
-def windows(ids: np.ndarray, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+def windows(ids: np.ndarray, context: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """(N, context) inputs and next-character targets from non-overlapping windows."""
     n = (ids.size - 1) // context
     if n < 1:
@@ -98,7 +96,7 @@ def windows(ids: np.ndarray, context: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def split_windows(
     n: int, seed: int, train_frac: float = 0.9, limit: Optional[int] = None
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Tuple[np.ndarray, np.ndarray]:
     """Seeded 90/10 split of n windows; `limit` keeps a seeded random subset of at
     most `limit` train and limit // 9 test windows spread over the whole corpus."""
     perm = np.random.default_rng(seed).permutation(n)

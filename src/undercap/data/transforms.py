@@ -5,9 +5,7 @@ normalised to mean 0 / std 1 per channel with the TRAIN split's statistics (the 
 split is normalised with the same numbers, so no test information leaks).
 """
 
-from __future__ import annotations
-
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -53,7 +51,7 @@ def to_float(x: np.ndarray) -> torch.Tensor:
     return t.float().div_(255.0) if t.dtype == torch.uint8 else t.float()
 
 
-def map_shape(x: torch.Tensor, shape: Optional[tuple[int, ...]]) -> torch.Tensor:
+def map_shape(x: torch.Tensor, shape: Optional[Tuple[int, ...]]) -> torch.Tensor:
     """Map (N,C,H,W) images to the model's (C',H',W'): bilinear resize (antialiased
     when shrinking), colour -> gray by BT.601 luma. Gray -> colour replication is
     left to `normalise`, which does it as a zero-copy expand."""
@@ -85,7 +83,7 @@ def map_shape(x: torch.Tensor, shape: Optional[tuple[int, ...]]) -> torch.Tensor
 
 def normalise(
     train: torch.Tensor, test: torch.Tensor, channels: Optional[int]
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Mean 0 / std 1 per channel from train statistics (in place: pass fresh
     tensors); then replicate a single channel to `channels` with expand (a view: a
     3x32x32 MNIST costs 1x the memory)."""
@@ -100,7 +98,7 @@ def normalise(
     return train, test
 
 
-def stratified_split(y: np.ndarray, train_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(y: np.ndarray, train_frac: float, seed: int) -> Tuple[np.ndarray, np.ndarray]:
     """Deterministic per-class split: each class's samples are shuffled by `seed` and
     the first round(train_frac * n_class) go to train (paper: 80/20 for images)."""
     rng = np.random.default_rng(seed)

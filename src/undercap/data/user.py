@@ -27,8 +27,6 @@ different shapes, labels that are not integers or are out of range) is one
 DataError line naming the factory and what was expected.
 """
 
-from __future__ import annotations
-
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np

@@ -11,16 +11,13 @@ be caught; for those, backends that change real hardware also write the saved st
 to a state file that `undercap restore` replays.
 """
 
-from __future__ import annotations
-
 import contextlib
 import signal
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from undercap.artifacts.workload import Workload
 from undercap.errors import DeviceError, DevicePermissionError
@@ -33,14 +30,14 @@ class DeviceInfo:
     name: str
     backend: str  # "simulated", "jetson" or "nvml"
     is_simulated: bool
-    freqs_mhz: tuple[float, ...]
+    freqs_mhz: Tuple[float, ...]
     memory_bytes: int
-    power_sensors: tuple[str, ...]  # named rails / sensors, e.g. ("POM_5V_IN", "POM_5V_GPU")
+    power_sensors: Tuple[str, ...]  # named rails / sensors, e.g. ("POM_5V_IN", "POM_5V_GPU")
     has_energy_counter: bool
     control_permitted: bool  # may we change clocks (root, not read-only)?
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
         d["freqs_mhz"] = list(self.freqs_mhz)
         d["power_sensors"] = list(self.power_sensors)
@@ -57,7 +54,7 @@ class Device(ABC):
 
     # --- clocks -----------------------------------------------------------------
     @abstractmethod
-    def available_freqs_mhz(self) -> tuple[float, ...]:
+    def available_freqs_mhz(self) -> Tuple[float, ...]:
         """The discrete GPU frequencies the device supports, ascending."""
 
     @abstractmethod
@@ -71,11 +68,11 @@ class Device(ABC):
         in read-only mode. Call it inside `controlled()` so it is undone."""
 
     @abstractmethod
-    def save_state(self) -> dict[str, Any]:
+    def save_state(self) -> Dict[str, Any]:
         """The settings `set_freq_mhz` may change, as a JSON-able dict."""
 
     @abstractmethod
-    def restore_state(self, state: dict[str, Any]) -> None:
+    def restore_state(self, state: Dict[str, Any]) -> None:
         """Put back settings saved by `save_state`."""
 
     # --- sensors ----------------------------------------------------------------
@@ -147,7 +144,7 @@ class Device(ABC):
     def close(self) -> None:
         """Release handles (NVML shutdown etc.)."""
 
-    def __enter__(self) -> Device:
+    def __enter__(self) -> "Device":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -163,7 +160,7 @@ class Device(ABC):
 
     #: the latest `set_freq_mhz` that did not run at the requested clock, else None:
     #: {"requested_mhz", "step_mhz" (the table step locked), "actual_mhz" (read back)}
-    last_snap: Optional[dict[str, float]] = None
+    last_snap: Optional[Dict[str, float]] = None
 
     def note_snap(self, requested_mhz: float, step_mhz: float, actual_mhz: float) -> None:
         """Record what `set_freq_mhz` did (backends call it after every lock). A request
@@ -268,11 +265,11 @@ def controlled(device: Device) -> Iterator[Device]:
         _restore_uninterruptibly(device, state)
 
 
-def _restore_uninterruptibly(device: Device, state: dict[str, Any]) -> None:
+def _restore_uninterruptibly(device: Device, state: Dict[str, Any]) -> None:
     if threading.current_thread() is not threading.main_thread():
         device.restore_state(state)
         return
-    pending: list[int] = []
+    pending: List[int] = []
     sigs = [signal.SIGINT, signal.SIGTERM]
     previous = {s: signal.signal(s, lambda n, _f: pending.append(n)) for s in sigs}
     try:

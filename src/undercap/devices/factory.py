@@ -9,10 +9,8 @@ imported when first needed, so listing devices and selecting configurations neve
 import torch or vendor libraries they do not use.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from undercap.devices.base import Device, DeviceInfo
 from undercap.devices.state import SavedState, list_states, read_state, remove_state, state_dir
@@ -21,7 +19,7 @@ from undercap.errors import DeviceError
 SPEC_DIR = Path(__file__).with_name("simulated") / "specs"
 
 
-def simulated_names() -> list[str]:
+def simulated_names() -> List[str]:
     """Names of the bundled simulated devices (one spec file each)."""
     return sorted(f"sim:{p.stem}" for p in SPEC_DIR.glob("*.toml"))
 
@@ -88,12 +86,12 @@ def _open(
 # --- discovery ----------------------------------------------------------------------
 def discover(
     sysfs_root: Optional[str] = None, nvml: Optional[bool] = None
-) -> tuple[list[DeviceInfo], list[str]]:
+) -> Tuple[List[DeviceInfo], List[str]]:
     """Every device undercap can use here, and notes on what was not found.
 
     sysfs_root: a Jetson's filesystem root; when given it must hold a Jetson GPU.
     nvml: True requires NVML, False skips it, None lists NVML GPUs if present."""
-    notes: list[str] = []
+    notes: List[str] = []
     infos = [_info(name) for name in simulated_names()]
     infos += _jetson_infos(sysfs_root, notes)
     if nvml is not False:
@@ -106,7 +104,7 @@ def _info(name: str, **kwargs: Any) -> DeviceInfo:
         return dev.info()
 
 
-def _jetson_infos(sysfs_root: Optional[str], notes: list[str]) -> list[DeviceInfo]:
+def _jetson_infos(sysfs_root: Optional[str], notes: List[str]) -> List[DeviceInfo]:
     from undercap.devices.jetson.sysfs import JetsonUnavailable, jetson_present
 
     root = Path(sysfs_root or "/")
@@ -126,7 +124,7 @@ def _jetson_infos(sysfs_root: Optional[str], notes: list[str]) -> list[DeviceInf
     return []
 
 
-def _nvml_infos(*, required: bool, notes: list[str]) -> list[DeviceInfo]:
+def _nvml_infos(*, required: bool, notes: List[str]) -> List[DeviceInfo]:
     from undercap.devices.nvml import nvml_device_count
 
     try:
@@ -190,7 +188,7 @@ def replay(path: Union[str, Path], *, force: bool = False, **backend_kwargs: Any
     return f"{saved.device_key}: restored the settings saved at {saved.created_utc} ({saved.path})"
 
 
-def state_files(device: Optional[str] = None, sysfs_root: Union[str, Path] = "/") -> list[Path]:
+def state_files(device: Optional[str] = None, sysfs_root: Union[str, Path] = "/") -> List[Path]:
     """The state files `undercap restore` should replay: every one in the state folder,
     or the one of `device` (jetson, nvml:<index>; simulated and trace devices change
     nothing)."""

@@ -17,12 +17,10 @@ reference, nvmlDeviceGetPowerUsage); otherwise power usage. Energy:
 nvmlDeviceGetTotalEnergyConsumption (mJ since the driver loaded, Volta and newer).
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from undercap.devices.base import Device, DeviceInfo, torch_cuda_synchronize
 from undercap.devices.state import RestoresOnCrash, read_boot_id, state_dir, state_path
@@ -137,8 +135,8 @@ class NvmlDevice(RestoresOnCrash, Device):
             raise
         self.device_key = f"nvml-{self.uuid}"
         self.state_file = Path(state_file or state_path(self.device_key, state_dir("/")))
-        self.last_snap: Optional[dict[str, float]] = None
-        self._freqs: Optional[tuple[float, ...]] = None
+        self.last_snap: Optional[Dict[str, float]] = None
+        self._freqs: Optional[Tuple[float, ...]] = None
         self._mem_clock_mhz: Optional[int] = None
         self._power_source: Optional[str] = None  # "instant field" or "power usage (average)"
         self._energy_ok: Optional[bool] = None
@@ -161,7 +159,7 @@ class NvmlDevice(RestoresOnCrash, Device):
             return None
 
     # --- clocks ---------------------------------------------------------------------
-    def available_freqs_mhz(self) -> tuple[float, ...]:
+    def available_freqs_mhz(self) -> Tuple[float, ...]:
         """Graphics clocks supported at the highest memory clock (the one training
         runs at), ascending."""
         if self._freqs is None:
@@ -226,13 +224,13 @@ class NvmlDevice(RestoresOnCrash, Device):
     def boot_id(self) -> Optional[str]:
         return read_boot_id("/")
 
-    def _current_state(self) -> dict[str, Any]:
+    def _current_state(self) -> Dict[str, Any]:
         return {"uuid": self.uuid, "index": self.index, "locked_mhz": self._locked_mhz}
 
-    def _state_open_args(self) -> dict[str, Any]:
+    def _state_open_args(self) -> Dict[str, Any]:
         return {"index": self.index, "uuid": self.uuid}
 
-    def apply_state(self, state: dict[str, Any]) -> None:
+    def apply_state(self, state: Dict[str, Any]) -> None:
         """Lock at the saved clock, or unlock when none was locked."""
         locked = state.get("locked_mhz")
         if locked is None:
@@ -305,14 +303,14 @@ class NvmlDevice(RestoresOnCrash, Device):
         torch_cuda_synchronize()
 
     # --- description ----------------------------------------------------------------
-    def _power_limits(self) -> dict[str, Any]:
+    def _power_limits(self) -> Dict[str, Any]:
         """Power limits in W (mW in NVML); None where the GPU does not report them."""
         queries = {
             "power_limit_w": "nvmlDeviceGetPowerManagementLimit",
             "power_limit_default_w": "nvmlDeviceGetPowerManagementDefaultLimit",
             "power_limit_enforced_w": "nvmlDeviceGetEnforcedPowerLimit",
         }
-        out: dict[str, Any] = {}
+        out: Dict[str, Any] = {}
         for key, fn in queries.items():
             mw = self._optional(fn, self._h)
             out[key] = None if mw is None else mw / 1000.0
@@ -320,7 +318,7 @@ class NvmlDevice(RestoresOnCrash, Device):
         out["power_limit_constraints_w"] = None if c is None else [c[0] / 1000.0, c[1] / 1000.0]
         return out
 
-    def _control_status(self) -> tuple[bool, str]:
+    def _control_status(self) -> Tuple[bool, str]:
         if not self.allow_clock_control:
             return False, "no: read-only by default (pass --allow-clock-control, needs root)"
         if hasattr(os, "geteuid") and os.geteuid() != 0:
@@ -339,7 +337,7 @@ class NvmlDevice(RestoresOnCrash, Device):
             self.power_w()
         except DeviceError:
             power_ok = False
-        details: dict[str, Any] = {
+        details: Dict[str, Any] = {
             "gpu": self.gpu_name,
             "uuid": self.uuid,
             "driver": _text(self._optional("nvmlSystemGetDriverVersion") or "") or None,

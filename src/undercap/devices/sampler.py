@@ -24,14 +24,12 @@ reference. A window shorter than the measurement's whole duration falls back to 
 time-weighted mean of the whole window.
 """
 
-from __future__ import annotations
-
 import bisect
 import math
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -56,11 +54,11 @@ class PowerStats:
     peak_window_s: float = PEAK_WINDOW_S
     energy_from_counter: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PowerStats:
+    def from_dict(cls, d: Dict[str, Any]) -> "PowerStats":
         return cls(
             peak_w=float(d["peak_w"]),
             max_raw_w=float(d["max_raw_w"]),
@@ -143,7 +141,7 @@ class PowerSampler:
         )
         self._impl: Optional[Union[_VirtualSampling, _ThreadSampling]] = None
 
-    def __enter__(self) -> PowerSampler:
+    def __enter__(self) -> "PowerSampler":
         if self._impl is not None:
             raise RuntimeError("a PowerSampler can only be used once")
         cls = _VirtualSampling if self._virtual else _ThreadSampling
@@ -154,12 +152,12 @@ class PowerSampler:
     def __exit__(self, *exc: object) -> None:
         self._started().stop()
 
-    def _started(self) -> Union[_VirtualSampling, _ThreadSampling]:
+    def _started(self) -> "Union[_VirtualSampling, _ThreadSampling]":
         if self._impl is None:
             raise RuntimeError("PowerSampler used before entering its `with` block")
         return self._impl
 
-    def samples(self) -> list[tuple[float, float]]:
+    def samples(self) -> List[Tuple[float, float]]:
         """All readings so far as (t_s, power_w), in device time."""
         t, p = self._started().readings()
         return list(zip(t.tolist(), p.tolist()))
@@ -193,7 +191,7 @@ class PowerSampler:
             return None
         return summarize(t[inside], p[inside], self.peak_window_s)
 
-    def recent_readings(self, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+    def recent_readings(self, window_s: float) -> Tuple[np.ndarray, np.ndarray]:
         """The readings of the most recent `window_s` (device time) as arrays, without
         the rest of the window: the power guard judges every window since its last
         check (train/guard.py) at a cost that does not grow with the run."""
@@ -238,11 +236,11 @@ class _VirtualSampling:
             t = np.append(t, end)
         return t
 
-    def readings(self) -> tuple[np.ndarray, np.ndarray]:
+    def readings(self) -> Tuple[np.ndarray, np.ndarray]:
         t = self._times(0, self._end())
         return t, self.device.power_readings_w(t)  # type: ignore[attr-defined]
 
-    def recent(self, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+    def recent(self, window_s: float) -> Tuple[np.ndarray, np.ndarray]:
         end = self._end()
         k0 = int(math.ceil((end - window_s - self.t0) / self.dt - 1e-9))
         t = self._times(k0, end)
@@ -254,8 +252,8 @@ class _ThreadSampling:
 
     def __init__(self, device: Device, dt_s: float) -> None:
         self.device, self.dt = device, dt_s
-        self._t: list[float] = []
-        self._p: list[float] = []
+        self._t: List[float] = []
+        self._p: List[float] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._error: Optional[BaseException] = None
@@ -299,13 +297,13 @@ class _ThreadSampling:
             if next_t < time.monotonic():  # fell behind (slow sensor): do not burst
                 next_t = time.monotonic() + self.dt
 
-    def readings(self) -> tuple[np.ndarray, np.ndarray]:
+    def readings(self) -> Tuple[np.ndarray, np.ndarray]:
         if self._error is not None:
             raise DeviceError(f"power sampling failed: {self._error}") from self._error
         with self._lock:
             return np.array(self._t), np.array(self._p)
 
-    def recent(self, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+    def recent(self, window_s: float) -> Tuple[np.ndarray, np.ndarray]:
         with self._lock:
             if not self._t:
                 return np.empty(0), np.empty(0)

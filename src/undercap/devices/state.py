@@ -20,8 +20,6 @@ booted, so replaying it is skipped (the boot id, /proc/sys/kernel/random/boot_id
 tells boots apart).
 """
 
-from __future__ import annotations
-
 import datetime as _dt
 import json
 import logging
@@ -29,7 +27,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.io import write_atomic
@@ -83,8 +81,8 @@ class SavedState:
     path: Path
     backend: str  # "jetson" or "nvml"
     device_key: str
-    open_args: dict[str, Any]
-    state: dict[str, Any]
+    open_args: Dict[str, Any]
+    state: Dict[str, Any]
     pid: int
     boot_id: Optional[str]
     created_utc: str
@@ -102,8 +100,8 @@ def write_state(
     *,
     backend: str,
     device_key: str,
-    open_args: dict[str, Any],
-    state: dict[str, Any],
+    open_args: Dict[str, Any],
+    state: Dict[str, Any],
     boot_id: Optional[str],
 ) -> Path:
     """Record the original settings before anything is changed (atomic write)."""
@@ -169,7 +167,7 @@ def remove_state(path: Union[str, Path]) -> None:
         raise DeviceError(f"settings restored, but cannot remove {path}: {e.strerror}") from e
 
 
-def list_states(directory: Union[str, Path]) -> list[Path]:
+def list_states(directory: Union[str, Path]) -> List[Path]:
     """State files in a folder, oldest name first."""
     d = Path(directory)
     return sorted(d.glob("state-*.json")) if d.is_dir() else []
@@ -192,18 +190,18 @@ class RestoresOnCrash:
     name: str
     read_only: bool
     _depth = 0
-    _original: Optional[dict[str, Any]] = None
+    _original: Optional[Dict[str, Any]] = None
     _changed = False
     _state_written = False
 
     # --- the backend's part -------------------------------------------------------
-    def _current_state(self) -> dict[str, Any]:
+    def _current_state(self) -> Dict[str, Any]:
         raise NotImplementedError
 
-    def apply_state(self, state: dict[str, Any]) -> None:
+    def apply_state(self, state: Dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def _state_open_args(self) -> dict[str, Any]:
+    def _state_open_args(self) -> Dict[str, Any]:
         raise NotImplementedError
 
     def boot_id(self) -> Optional[str]:
@@ -213,7 +211,7 @@ class RestoresOnCrash:
         return f"undercap restore --state-file {self.state_file}"
 
     # --- shared -------------------------------------------------------------------
-    def save_state(self) -> dict[str, Any]:
+    def save_state(self) -> Dict[str, Any]:
         """Current settings. The outermost call also checks for a state file left by
         a crashed run; the file itself is written at the first actual change."""
         state = self._current_state()
@@ -223,7 +221,7 @@ class RestoresOnCrash:
         self._depth += 1
         return state
 
-    def restore_state(self, state: dict[str, Any]) -> None:
+    def restore_state(self, state: Dict[str, Any]) -> None:
         self._depth = max(0, self._depth - 1)
         # Only what differs is written back: a change that failed left nothing to undo.
         if self._changed and not self.read_only and self._current_state() != state:

@@ -24,13 +24,11 @@ adds the base board's noise and ripple. Like a simulated device it changes nothi
 on any hardware; its outputs are labelled as replayed measurements, not as a board.
 """
 
-from __future__ import annotations
-
 import csv
 import dataclasses
 import math
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import DeviceInfo
@@ -50,17 +48,17 @@ class NotMeasuredError(DeviceOutOfMemoryError):
 class Trace:
     path: str
     board: str
-    points: dict[Key, tuple[float, float]]  # -> (time_per_sample_s, power_w)
+    points: Dict[Key, Tuple[float, float]]  # -> (time_per_sample_s, power_w)
 
     @property
-    def freqs_mhz(self) -> tuple[float, ...]:
+    def freqs_mhz(self) -> Tuple[float, ...]:
         return tuple(sorted({f for _, _, f in self.points}))
 
-    def batch_sizes(self, model: str) -> list[int]:
+    def batch_sizes(self, model: str) -> List[int]:
         return sorted({b for m, b, _ in self.points if m == model})
 
 
-def _number(raw: dict[str, str], column: str, where: str) -> float:
+def _number(raw: Dict[str, str], column: str, where: str) -> float:
     try:
         x = float(raw[column])
     except (TypeError, ValueError):
@@ -70,7 +68,7 @@ def _number(raw: dict[str, str], column: str, where: str) -> float:
     return x
 
 
-def _parse(raw: dict[str, str], where: str) -> tuple[str, Key, tuple[float, float]]:
+def _parse(raw: Dict[str, str], where: str) -> Tuple[str, Key, Tuple[float, float]]:
     b = _number(raw, "batch_size", where)
     if b != int(b):
         raise DeviceError(f"{where}: batch_size must be a whole number, got {raw['batch_size']!r}")
@@ -94,7 +92,7 @@ def read_trace(path: Union[str, Path]) -> Trace:
     boards = {board for board, _, _ in parsed}
     if len(boards) != 1:
         raise DeviceError(f"trace {path}: needs rows of exactly one board, found {sorted(boards)}")
-    points: dict[Key, tuple[float, float]] = {}
+    points: Dict[Key, Tuple[float, float]] = {}
     for _, key, value in parsed:
         if key in points:
             raise DeviceError(f"trace {path}: {key[0]} at b={key[1]}, {key[2]:g} MHz appears twice")
@@ -133,7 +131,7 @@ class TraceDevice(SimulatedDevice):
         self.trace = trace
 
     @classmethod
-    def from_path(cls, path: str, *, seed: int = 0, read_only: bool = False) -> TraceDevice:
+    def from_path(cls, path: str, *, seed: int = 0, read_only: bool = False) -> "TraceDevice":
         return cls(read_trace(path), seed=seed, read_only=read_only)
 
     def model_step(self, workload: Workload, batch_size: int, freq_mhz: float) -> StepModel:

@@ -24,18 +24,14 @@ pretrain.py (the weights every run starts from), ray_executor.py (runs as Ray ta
 a local Ray or a cluster: executor="ray", imported only then).
 """
 
-from __future__ import annotations
-
-import contextlib
 import hashlib
-import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from undercap import defaults
+from undercap._compat import fmean, nullcontext
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.efficiency import Efficiency
 from undercap.artifacts.io import PathLike
@@ -70,7 +66,7 @@ class _Runner:
 
     cfg: EstimateConfig
     cache: Cache
-    fingerprint: dict[str, Any]
+    fingerprint: Dict[str, Any]
     fresh: bool
     device: str
     jobs: int
@@ -80,15 +76,15 @@ class _Runner:
     remote: Any = None  # estimate.ray_executor.RayRuns under --executor ray
     reused: int = 0
     ran: int = 0
-    skipped: list[tuple[int, int]] = field(default_factory=list)  # (b, seed) left out
+    skipped: List[Tuple[int, int]] = field(default_factory=list)  # (b, seed) left out
     _pool: Any = None  # one worker pool for every phase (spawning costs seconds)
 
     def ensure(
-        self, pairs: Iterable[tuple[int, int]], target: Optional[float]
-    ) -> dict[tuple[int, int], Record]:
+        self, pairs: Iterable[Tuple[int, int]], target: Optional[float]
+    ) -> Dict[Tuple[int, int], Record]:
         patience = self.cfg.plateau_patience if target is None else None
-        out: dict[tuple[int, int], Record] = {}
-        todo: list[Job] = []
+        out: Dict[Tuple[int, int], Record] = {}
+        todo: List[Job] = []
         for b, s in pairs:
             rec = self._finished(b, s)
             if rec is not None and covers(rec, target, self.cfg.max_samples, patience):
@@ -155,7 +151,7 @@ class _Runner:
             return self.cfg.init_seed
         return int(hashlib.sha256(f"{sha}:{seed}".encode()).hexdigest()[:8], 16)
 
-    def _execute(self, todo: list[Job], skip: Callable[[Job], bool]) -> Iterable[Record]:
+    def _execute(self, todo: List[Job], skip: Callable[[Job], bool]) -> Iterable[Record]:
         """Run the jobs, leaving out (or cancelling, in the pool) those `skip` rules out
         by then: it sees each finished record's effect before the next job starts."""
         if not todo:
@@ -190,7 +186,7 @@ class _Runner:
 
             threads = self.threads or max(1, cpu_cores() // self.jobs)
             ctx = multiprocessing.get_context("spawn")  # fork is unsafe with torch threads/CUDA
-            self._pool = ProcessPoolExecutor(
+            self._pool = ProcessPoolExecutor(  # novermin: estimates run on the server (3.8+)
                 self.jobs,
                 ctx,
                 initializer=init_worker,
@@ -288,15 +284,15 @@ def executor_session(executor: str, ray_address: Optional[str]) -> Any:
     connection (started or joined once; a bad address fails here, before any work);
     nothing for the local pool."""
     if executor != "ray":
-        return contextlib.nullcontext()
+        return nullcontext()
     from undercap.estimate.ray_executor import session
 
     return session(ray_address)
 
 
 def _config_record(
-    cfg: EstimateConfig, fp: dict[str, Any], work_dir: Optional[str], jobs: int, device: str
-) -> dict[str, Any]:
+    cfg: EstimateConfig, fp: Dict[str, Any], work_dir: Optional[str], jobs: int, device: str
+) -> Dict[str, Any]:
     """The artifact's `config`: the fingerprint plus how the estimate ran."""
     return dict(
         fp,
@@ -333,7 +329,7 @@ def _run_summary(rec: Record, target: Optional[float]) -> str:
 
 def _run_all(
     cfg: EstimateConfig, runner: _Runner
-) -> tuple[dict[tuple[int, int], Record], dict[str, Any]]:
+) -> Tuple[Dict[Tuple[int, int], Record], Dict[str, Any]]:
     """Largest batch first (it is the reference); with a relative target its runs go
     over the whole budget and fix the absolute target for the rest."""
     b_max, seeds = cfg.b_max, cfg.seeds
@@ -344,7 +340,7 @@ def _run_all(
         return runner.ensure(pairs, target), {"mode": "absolute", "accuracy": target}
     refs = runner.ensure([(b_max, s) for s in seeds], None)
     best = [max(a for _, a in curve_within(refs[(b_max, s)], cfg.max_samples)) for s in seeds]
-    reference = statistics.fmean(best)
+    reference = fmean(best)
     target = cfg.target_fraction * reference
     records = dict(refs)
     records.update(runner.ensure([(b, s) for b in others for s in seeds], target))

@@ -8,11 +8,10 @@ N_s(b) / N(b_ref) (sample std, min, max). A batch size where no seed reached the
 target has no r(b): it is listed under "excluded" and is out of selection.
 """
 
-from __future__ import annotations
-
 import statistics
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from undercap._compat import fmean
 from undercap.artifacts.efficiency import Efficiency
 from undercap.errors import UndercapError
 from undercap.estimate.config import EstimateConfig
@@ -21,16 +20,16 @@ from undercap.estimate.runs import curve_within, first_crossing
 Record = Dict[str, Any]  # one run's record (estimate.runs.run_job)
 
 
-def _std(xs: list[float]) -> float:
+def _std(xs: List[float]) -> float:
     return statistics.stdev(xs) if len(xs) >= 2 else 0.0
 
 
 def aggregate(
     cfg: EstimateConfig,
-    records: dict[tuple[int, int], Record],
-    target_info: dict[str, Any],
+    records: Dict[Tuple[int, int], Record],
+    target_info: Dict[str, Any],
     *,
-    skipped: Sequence[tuple[int, int]] = (),
+    skipped: Sequence[Tuple[int, int]] = (),
     work_dir: Optional[str] = None,
 ) -> Efficiency:
     """N(b) per seed from each run's curve, r(b) over the batch sizes that reached.
@@ -49,8 +48,8 @@ def aggregate(
     if not usable:
         raise UndercapError(_none_reached(cfg, target, best, work_dir))
     b_ref = max(usable)
-    n_ref = statistics.fmean(reached[b_ref])
-    relative = {b: statistics.fmean(reached[b]) / n_ref for b in usable}
+    n_ref = fmean(reached[b_ref])
+    relative = {b: fmean(reached[b]) / n_ref for b in usable}
     relative[b_ref] = 1.0
     spread = {}
     for b in usable:
@@ -64,7 +63,7 @@ def aggregate(
     excluded = [b for b in bs if not reached[b]]
     kinds = {records[k].get("accuracy_kind", "sample") for k in records}
     chosen = [records[(b, s)] for b in bs for s in ran[b]]
-    extra: dict[str, Any] = {
+    extra: Dict[str, Any] = {
         "target": dict(target_info, accuracy_kind=kinds.pop() if len(kinds) == 1 else "mixed"),
         "reference_batch_size": b_ref,
         "relative_spread": spread,
@@ -85,7 +84,7 @@ def aggregate(
     return Efficiency(cfg.model, cfg.data.dataset, target, runs, relative, extra)
 
 
-def _cost(chosen: list[Record]) -> dict[str, Any]:
+def _cost(chosen: List[Record]) -> Dict[str, Any]:
     """What the runs that ran cost (skipped runs cost nothing)."""
     return {
         "runs": len(chosen),
@@ -97,7 +96,7 @@ def _cost(chosen: list[Record]) -> dict[str, Any]:
 
 
 def _none_reached(
-    cfg: EstimateConfig, target: float, best: dict[int, list[float]], work_dir: Optional[str]
+    cfg: EstimateConfig, target: float, best: Dict[int, List[float]], work_dir: Optional[str]
 ) -> str:
     """Why nothing can be selected, how close each batch size came and what to do."""
     closest = ", ".join(f"b={b} {max(accs):.3f}" for b, accs in best.items() if accs)
@@ -109,8 +108,8 @@ def _none_reached(
     )
 
 
-def _skip_notes(skipped: Sequence[tuple[int, int]], budget: int) -> list[str]:
-    by_b: dict[int, list[int]] = {}
+def _skip_notes(skipped: Sequence[Tuple[int, int]], budget: int) -> List[str]:
+    by_b: Dict[int, List[int]] = {}
     for b, s in sorted(skipped):
         by_b.setdefault(b, []).append(s)
     return [
@@ -120,18 +119,18 @@ def _skip_notes(skipped: Sequence[tuple[int, int]], budget: int) -> list[str]:
     ]
 
 
-def _mean_or_none(xs: list[float]) -> Optional[float]:
-    return statistics.fmean(xs) if xs else None
+def _mean_or_none(xs: List[float]) -> Optional[float]:
+    return fmean(xs) if xs else None
 
 
 def _notes(
     cfg: EstimateConfig,
-    bs: list[int],
-    reached: dict[int, list[float]],
+    bs: List[int],
+    reached: Dict[int, List[float]],
     b_ref: int,
-    excluded: list[int],
+    excluded: List[int],
     n_seeds: int,
-) -> list[str]:
+) -> List[str]:
     notes = []
     if b_ref != cfg.b_max:
         notes.append(

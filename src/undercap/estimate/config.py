@@ -1,10 +1,8 @@
 """What an estimate of r(b) is asked for (`EstimateConfig`), and what determines
 each of its runs' trajectory (`run_key`, the cache key of a run)."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from undercap import defaults
 from undercap.artifacts.io import file_sha256
@@ -25,7 +23,7 @@ class _Estimated:
 
     model: str
     data: DataSpec
-    batch_sizes: tuple[int, ...]
+    batch_sizes: Tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ class EstimateConfig(UserCode, _Estimated):
             None: 256.
     """
 
-    seeds: tuple[int, ...] = tuple(range(defaults.ESTIMATE_SEEDS))
+    seeds: Tuple[int, ...] = tuple(range(defaults.ESTIMATE_SEEDS))
     target_accuracy: Optional[float] = None
     target_fraction: Optional[float] = None
     max_samples: int = defaults.ESTIMATE_MAX_SAMPLES
@@ -154,7 +152,7 @@ class EstimateConfig(UserCode, _Estimated):
         return model_spec(self.model).weight_decay if wd is None else float(wd)
 
 
-def fingerprint(cfg: EstimateConfig) -> dict[str, Any]:
+def fingerprint(cfg: EstimateConfig) -> Dict[str, Any]:
     """What determines every run's trajectory. Targets, budgets, the batch-size list
     and seeds are not in it: runs are reused per request (estimate.runs.covers),
     so an estimate may grow by seeds or batch sizes; b_max is, as it sets every LR."""
@@ -196,6 +194,6 @@ def fingerprint(cfg: EstimateConfig) -> dict[str, Any]:
     return fp
 
 
-def run_key(fp: dict[str, Any], batch_size: int, seed: int) -> dict[str, Any]:
+def run_key(fp: Dict[str, Any], batch_size: int, seed: int) -> Dict[str, Any]:
     """The cache key of one (b, seed) run of an estimate with fingerprint `fp`."""
     return {**fp, "batch_size": int(batch_size), "seed": int(seed)}

@@ -36,12 +36,10 @@ reports the same grid point while evaluating the whole split at only a few:
 The end of the budget is always evaluated on the whole split, as dense does.
 """
 
-from __future__ import annotations
-
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Tuple
 
 SCHEDULES = ("dense", "sparse")
 
@@ -68,7 +66,7 @@ class SparseStats:
     replayed_samples: int  # samples trained twice after restoring a checkpoint
 
 
-def stages(first: int, population: int) -> tuple[int, ...]:
+def stages(first: int, population: int) -> Tuple[int, ...]:
     """Screen subset sizes: `first`, then x4, each at most half the split (a larger
     screen saves too little over the whole split to be worth its cost)."""
     out, m = [], max(1, int(first))
@@ -94,8 +92,8 @@ def next_look(samples: int, every: int, growth: float) -> int:
 
 
 def below(
-    trainer: Any, threshold: float, sizes: tuple[int, ...], z: float, far: float = -1.0
-) -> tuple[bool, bool, int]:
+    trainer: Any, threshold: float, sizes: Tuple[int, ...], z: float, far: float = -1.0
+) -> Tuple[bool, bool, int]:
     """Whether screens show the whole-split metric below `threshold` (with the
     margin), whether one showed it below `far` too, and how many items they scored."""
     n, scored, is_far = trainer.eval_items, 0, False
@@ -166,8 +164,8 @@ def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
 
 
 def _far(
-    tr: Any, threshold: float, sizes: tuple[int, ...], z: float, tally: _Tally
-) -> tuple[bool, bool]:
+    tr: Any, threshold: float, sizes: Tuple[int, ...], z: float, tally: _Tally
+) -> Tuple[bool, bool]:
     """A far look: screens, then, where they cannot tell (or no screen fits the
     split), a whole evaluation: exact, kept on the curve (a replay rolls the curve
     back with the rest of the state). (ruled out, evaluated on the whole split)."""
@@ -184,7 +182,7 @@ def _far(
 def _look(
     tr: Any,
     threshold: float,
-    sizes: tuple[int, ...],
+    sizes: Tuple[int, ...],
     z: float,
     tally: _Tally,
     force: bool,
@@ -227,11 +225,11 @@ def _reference(tr: Any, patience: Optional[int], params: SparseParams) -> Sparse
     return tally.stats("budget")
 
 
-def _snapshot(tr: Any) -> dict[str, Any]:
+def _snapshot(tr: Any) -> Dict[str, Any]:
     return copy.deepcopy(tr.state_dict())
 
 
-def _restore(tr: Any, state: dict[str, Any]) -> None:
+def _restore(tr: Any, state: Dict[str, Any]) -> None:
     """Back to a checkpoint; the seconds spent since stay spent (they are the run's
     cost), and the checkpoint is kept for another restore."""
     train_s, eval_s = tr.train_wall_s, tr.eval_wall_s

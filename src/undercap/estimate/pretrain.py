@@ -7,14 +7,12 @@ loop and saves its state dict with `models.weights.save_weights` (loaded back wi
 `weights_only=True`), recording the dataset, accuracy, input shape and class count.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
@@ -34,7 +32,7 @@ class PretrainResult:
     best_accuracy: float
     samples_trained: int
     wall_s: float
-    meta: dict[str, Any]
+    meta: Dict[str, Any]
 
 
 def pretrain(
@@ -131,7 +129,7 @@ def _meta(
     result: Any,
     wall_s: float,
     device: str,
-) -> dict[str, Any]:
+) -> Dict[str, Any]:
     """What the weights file records about how it was made."""
     return {
         "model": model_name,

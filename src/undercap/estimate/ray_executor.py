@@ -24,17 +24,14 @@ Ray is imported here only: `import undercap.estimate` and the light device insta
 never import it (tests/test_ray_estimate.py checks).
 """
 
-from __future__ import annotations
-
 import logging
 import os
 import socket
 import tempfile
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from undercap import __version__, defaults
 from undercap.artifacts.cache import Cache
@@ -46,7 +43,7 @@ from undercap.estimate.runs import RUN_KIND, Job, cpu_cores, run_job
 LOCAL = None  # no address: a local Ray of this process
 
 
-def _run_task(job: Job, threads: int, weights: list[Any], version: str) -> Record:
+def _run_task(job: Job, threads: int, weights: List[Any], version: str) -> Record:
     """The body of one Ray task (on whichever node Ray chose)."""
     import torch
 
@@ -62,7 +59,7 @@ def _run_task(job: Job, threads: int, weights: list[Any], version: str) -> Recor
         raise UndercapError(f"{e} (on node {socket.gethostname()})") from e
 
 
-def _with_local_weights(job: Job, weights: list[Any]) -> Job:
+def _with_local_weights(job: Job, weights: List[Any]) -> Job:
     """`job` with its pre-trained weights at a path on this node: its own path when the
     file there is the one the run is keyed by, else a copy from the object store."""
     if job.pretrained is None:
@@ -90,7 +87,7 @@ class RayRuns:
         self.started = _connect(self.ray, address)
         self.cpus_per_run = cpus_per_run
         self.retries = retries
-        self._weights: dict[str, Any] = {}  # weights file -> its object-store ref
+        self._weights: Dict[str, Any] = {}  # weights file -> its object-store ref
         try:
             self.device = self._device(torch_device)
             self._check_room()
@@ -106,7 +103,7 @@ class RayRuns:
             name="undercap-estimate-run",
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> Dict[str, Any]:
         """Where the runs went, for the artifact's provenance."""
         nodes = [n for n in self.ray.nodes() if n.get("Alive")]
         return {
@@ -118,7 +115,7 @@ class RayRuns:
             "ray_gpus_per_run": self.gpus_per_run,
         }
 
-    def _resources(self) -> dict[str, float]:
+    def _resources(self) -> Dict[str, float]:
         return dict(self.ray.cluster_resources())
 
     def _device(self, torch_device: str) -> str:
@@ -154,7 +151,7 @@ class RayRuns:
                 f"but the cluster has {cpus:g}; give fewer threads"
             )
 
-    def run(self, todo: list[Job], skip: Callable[[Job], bool]) -> Iterator[Record]:
+    def run(self, todo: List[Job], skip: Callable[[Job], bool]) -> Iterator[Record]:
         """Run the jobs as tasks, yielding each record once it is in the cache; `skip`
         is asked for each job just before it is submitted."""
         pending, inflight = list(todo), {}

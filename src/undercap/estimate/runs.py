@@ -9,14 +9,12 @@ record (curve, samples, seconds) goes into the cache (artifacts.cache, kind
 finished work survives a SIGKILL of the parent and an interrupted estimate resumes.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from undercap import defaults
 from undercap.artifacts.cache import Cache
@@ -50,7 +48,7 @@ class Job:
     pretrained: Optional[str]
     init_seed: int  # seeds the model's initialisation (all of it, or the fresh head)
     cache_root: Optional[str]  # where the record goes (artifacts.cache)
-    key: dict[str, Any]  # its cache key (estimate.config.run_key)
+    key: Dict[str, Any]  # its cache key (estimate.config.run_key)
     torch_device: str
     progress: bool
     fresh_head: bool = False  # re-initialise the head after loading (transfer to a new task)
@@ -65,7 +63,7 @@ class _Plateau(Exception):
     """Raised from the eval hook to end a reference run whose accuracy stopped rising."""
 
 
-_SPLITS_CACHE: dict[tuple[DataSpec, str], Any] = {}
+_SPLITS_CACHE: Dict[Tuple[DataSpec, str], Any] = {}
 
 
 def _splits(data: DataSpec, device: str) -> Any:
@@ -96,7 +94,7 @@ def init_worker(threads: int, data: DataSpec, device: str) -> None:
     import undercap.models  # noqa: F401  (imported here so runs time only the training)
 
 
-def run_job(job: Job) -> dict[str, Any]:
+def run_job(job: Job) -> Dict[str, Any]:
     """Train one (b, seed) run, cache its record atomically, return the record."""
     from undercap.models.weights import initial_model
     from undercap.report.progress import sample_bar
@@ -170,7 +168,7 @@ def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
 
 def _train(
     trainer: Any, sparse: Optional[SparseParams], job: Job
-) -> tuple[Any, str, Optional[SparseStats]]:
+) -> Tuple[Any, str, Optional[SparseStats]]:
     """The run under its evaluation schedule: (result, why it stopped, sparse stats)."""
     if sparse is not None:
         stats = run_sparse(trainer, job.target, job.plateau_patience, sparse)
@@ -182,7 +180,7 @@ def _train(
         return trainer.result(), "plateau", None
 
 
-def _eval_record(job: Job, stats: Optional[SparseStats]) -> dict[str, Any]:
+def _eval_record(job: Job, stats: Optional[SparseStats]) -> Dict[str, Any]:
     """Which evaluation schedule made the curve, and what it evaluated."""
     if job.sparse is not None and stats is None:
         return {"schedule": "dense", "why": "no screen fits the held-out split: dense is faster"}
@@ -191,7 +189,7 @@ def _eval_record(job: Job, stats: Optional[SparseStats]) -> dict[str, Any]:
     return {"schedule": "sparse", **dataclasses.asdict(job.sparse), **dataclasses.asdict(stats)}
 
 
-def _hooks(bar: Any, patience: Optional[int]) -> tuple[Any, Any]:
+def _hooks(bar: Any, patience: Optional[int]) -> Tuple[Any, Any]:
     """Progress, and for reference runs the plateau stop: end after `patience`
     evaluations without a new best accuracy."""
     from undercap.report.progress import training_hooks
@@ -215,7 +213,7 @@ def _hooks(bar: Any, patience: Optional[int]) -> tuple[Any, Any]:
 
 def _record(
     job: Job, result: Any, stop: str, accuracy_kind: str, init: Any, load_s: float, wall_s: float
-) -> dict[str, Any]:
+) -> Dict[str, Any]:
     return {
         "schema": RUN_SCHEMA,
         "batch_size": job.batch_size,
@@ -244,12 +242,12 @@ def _finite_or_none(x: float) -> Optional[float]:
 
 
 # --- reading a run's curve ------------------------------------------------------------
-def curve_within(record: dict[str, Any], budget: int) -> list[tuple[int, float]]:
+def curve_within(record: Dict[str, Any], budget: int) -> List[Tuple[int, float]]:
     """(samples, accuracy) points of a run up to `budget` samples."""
     return [(int(p[0]), float(p[1])) for p in record["curve"] if int(p[0]) <= budget]
 
 
-def first_crossing(curve: list[tuple[int, float]], target: float) -> Optional[int]:
+def first_crossing(curve: List[Tuple[int, float]], target: float) -> Optional[int]:
     """N(b): samples at the first evaluation whose accuracy is >= target."""
     for samples, acc in curve:
         if acc >= target:
@@ -258,7 +256,7 @@ def first_crossing(curve: list[tuple[int, float]], target: float) -> Optional[in
 
 
 def covers(
-    record: dict[str, Any], target: Optional[float], budget: int, patience: Optional[int]
+    record: Dict[str, Any], target: Optional[float], budget: int, patience: Optional[int]
 ) -> bool:
     """Whether a finished run answers a request for (target, budget) exactly as a new
     run would: training is deterministic given the work dir's fingerprint, so a run

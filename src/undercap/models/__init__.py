@@ -5,10 +5,7 @@ Importing this package is torch-free (the registry names factories by import pat
 `build_model`, `workload_of` and the weights helpers import torch when called.
 """
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Dict, Sequence
 
 from undercap.models.registry import MODEL_NAMES, TASKS, ModelSpec, model_spec
 
@@ -49,7 +46,7 @@ def load_weights(model: Any, path: Any) -> Any:
     return _load_weights(model, path)
 
 
-def save_weights(model: Any, path: Any, meta: dict[str, Any]) -> Any:
+def save_weights(model: Any, path: Any, meta: Dict[str, Any]) -> Any:
     from undercap.models.weights import save_weights as _save_weights
 
     return _save_weights(model, path, meta)

@@ -1,8 +1,6 @@
 """Checks the built-in models' factories share (torch-free)."""
 
-from __future__ import annotations
-
-from collections.abc import Sequence
+from typing import Sequence
 
 from undercap.errors import UndercapError
 

@@ -8,19 +8,24 @@ multiply-accumulate, the convention torch's counter uses; elementwise ops, norms
 activations are not counted by either.
 """
 
-from __future__ import annotations
-
-import math
-from collections.abc import Sequence
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Sequence, Tuple
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from undercap._compat import prod
+
+try:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    HAS_DISPATCH_MODE = True
+except ImportError:  # torch < 1.13 (JetPack 4.6's 1.10): models/legacy_counts.py counts
+    TorchDispatchMode = object  # type: ignore[assignment,misc]
+    HAS_DISPATCH_MODE = False
 
 _aten = torch.ops.aten
 
 
-def _shape(t: Any) -> tuple[int, ...]:
+def _shape(t: Any) -> Tuple[int, ...]:
     return tuple(t.shape) if torch.is_tensor(t) else tuple(t)
 
 
@@ -43,7 +48,7 @@ def conv_flops(x: Any, w: Any, _bias: Any, *args: Any, out_shape: Any = None, **
     """2 * (output elements) * (weight elements per output channel); a transposed
     convolution swaps the roles of input and output."""
     transposed = bool(args[3]) if len(args) > 3 else False
-    return 2 * math.prod(_shape(x) if transposed else _shape(out_shape)) * math.prod(_shape(w)[1:])
+    return 2 * prod(_shape(x) if transposed else _shape(out_shape)) * prod(_shape(w)[1:])
 
 
 def conv_backward_flops(
@@ -63,7 +68,7 @@ def conv_backward_flops(
     # torch's own formula ignores `groups` (it counts a depthwise conv's backward as a
     # dense one, ~40x too much for MobileNetV2). Each of grad-input and grad-weight
     # costs exactly the forward's multiply-adds.
-    fwd = 2 * math.prod(_shape(x) if transposed else _shape(grad_out)) * math.prod(_shape(w)[1:])
+    fwd = 2 * prod(_shape(x) if transposed else _shape(grad_out)) * prod(_shape(w)[1:])
     return fwd * (int(output_mask[0]) + int(output_mask[1]))
 
 
@@ -85,29 +90,26 @@ def sdpa_backward_flops(_g: Any, q: Any, k: Any, v: Any, *_: Any, **__: Any) -> 
     return 2 * b * h * s_q * s_k * (3 * d + 2 * d_v)
 
 
-#: the corrections and additions FlopCounterMode gets (CPU attention has no formula)
-CUSTOM: Dict[Any, Callable[..., int]] = {
-    _aten.convolution_backward: conv_backward_flops,
-}
-for _name in ("_scaled_dot_product_flash_attention_for_cpu",):
-    if hasattr(_aten, _name):
-        CUSTOM[getattr(_aten, _name)] = sdpa_flops
-        CUSTOM[getattr(_aten, _name + "_backward")] = sdpa_backward_flops
-
-#: everything the torch 2.0 fallback counts
-FALLBACK: Dict[Any, Callable[..., int]] = {
-    _aten.mm: mm_flops,
-    _aten.addmm: addmm_flops,
-    _aten.bmm: bmm_flops,
-    _aten.convolution: conv_flops,
-    **CUSTOM,
-}
-for _name in (
-    "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention",
-):
-    if hasattr(_aten, _name):
-        FALLBACK[getattr(_aten, _name)] = sdpa_flops
+#: the corrections and additions FlopCounterMode gets (CPU attention has no formula), and
+#: everything the torch 2.0 fallback counts; empty on torch < 1.13, whose ops have other
+#: names and which counts through legacy_counts.py
+CUSTOM: Dict[Any, Callable[..., int]] = {}
+FALLBACK: Dict[Any, Callable[..., int]] = {}
+if HAS_DISPATCH_MODE:
+    CUSTOM[_aten.convolution_backward] = conv_backward_flops
+    for _name in ("_scaled_dot_product_flash_attention_for_cpu",):
+        if hasattr(_aten, _name):
+            CUSTOM[getattr(_aten, _name)] = sdpa_flops
+            CUSTOM[getattr(_aten, _name + "_backward")] = sdpa_backward_flops
+    FALLBACK.update({_aten.mm: mm_flops, _aten.addmm: addmm_flops, _aten.bmm: bmm_flops})
+    FALLBACK[_aten.convolution] = conv_flops
+    FALLBACK.update(CUSTOM)
+    for _name in (
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+    ):
+        if hasattr(_aten, _name):
+            FALLBACK[getattr(_aten, _name)] = sdpa_flops
 
 
 class FallbackFlopCounter(TorchDispatchMode):

@@ -18,8 +18,6 @@ its state dict and outputs stay the model's own):
 Calls that name `input_ids` (the Trainer's, workload counting) pass unchanged.
 """
 
-from __future__ import annotations
-
 from typing import Any, Optional
 
 import torch

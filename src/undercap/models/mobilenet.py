@@ -8,9 +8,7 @@ average pooling. Residual connections only where stride is 1 and the channel cou
 is unchanged, as in the paper. With 10 classes: ~2.24M parameters.
 """
 
-from __future__ import annotations
-
-from collections.abc import Sequence
+from typing import List, Sequence
 
 import torch
 from torch import nn
@@ -30,7 +28,7 @@ _CIFAR_STAGES = (
 )
 
 
-def _conv_bn(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1) -> list[nn.Module]:
+def _conv_bn(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1) -> List[nn.Module]:
     conv = nn.Conv2d(c_in, c_out, k, stride=stride, padding=k // 2, groups=groups, bias=False)
     return [conv, nn.BatchNorm2d(c_out)]
 
@@ -39,7 +37,7 @@ class InvertedResidual(nn.Module):
     def __init__(self, c_in: int, c_out: int, stride: int, expansion: int) -> None:
         super().__init__()
         hidden = c_in * expansion
-        layers: list[nn.Module] = []
+        layers: List[nn.Module] = []
         if expansion != 1:
             layers += [*_conv_bn(c_in, hidden, 1), nn.ReLU6()]
         layers += [*_conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6()]
@@ -57,7 +55,7 @@ class MobileNetV2(nn.Module):
 
     def __init__(self, in_channels: int, num_classes: int) -> None:
         super().__init__()
-        layers: list[nn.Module] = [*_conv_bn(in_channels, 32, 3, 1), nn.ReLU6()]
+        layers: List[nn.Module] = [*_conv_bn(in_channels, 32, 3, 1), nn.ReLU6()]
         c_in = 32
         for t, c, n, s in _CIFAR_STAGES:
             for i in range(n):

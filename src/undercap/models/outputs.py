@@ -8,10 +8,8 @@ Nothing here imports transformers or lightning (nor torch): a tensor is anything
 `.shape` and `.dim()`, so the core keeps no dependency on those libraries.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 #: keys a dict batch keeps its inputs and labels under (HF conventions first)
 INPUT_KEYS = ("input_ids", "pixel_values", "input_values", "inputs", "input", "x")
@@ -81,7 +79,7 @@ def batch_len(batch: Any) -> int:
     raise TypeError(f"cannot tell the batch size of a {type(batch).__name__}")
 
 
-def split_item(item: Any) -> tuple[Any, Any, bool]:
+def split_item(item: Any) -> Tuple[Any, Any, bool]:
     """(input, label, causal) of one dataset item: an (input, label) pair, or a dict
     with one of INPUT_KEYS and one of LABEL_KEYS. `causal` is True for a Hugging Face
     causal-LM item, whose labels are its input ids (or no labels at all): the model

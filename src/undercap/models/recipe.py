@@ -21,8 +21,6 @@ keyword arguments its signature names, models/user.py):
 Torch-free: this is what configurations, cache keys and artifacts hold.
 """
 
-from __future__ import annotations
-
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Optional
@@ -56,13 +54,13 @@ class UserCode:
     train_step: Optional[str] = None
 
     @property
-    def user_code(self) -> UserCode:
+    def user_code(self) -> "UserCode":
         """These five fields alone (of a settings class that inherits them)."""
         return UserCode(
             self.loss, self.metric, self.optimizer_factory, self.lr_scheduler, self.train_step
         )
 
-    def recipe_at(self, base_lr: Optional[float], batch_size: int, b_max: int) -> Recipe:
+    def recipe_at(self, base_lr: Optional[float], batch_size: int, b_max: int) -> "Recipe":
         """The user's recipe for a run at `batch_size`: its optimizer's own rates (or
         `base_lr`) are the rates at b_max, sqrt-scaled like the built-in ones."""
         return Recipe(
@@ -110,7 +108,7 @@ class Recipe:
         train_step: Optional[str] = None,
         base_lr: Optional[float] = None,
         lr_scale: float = 1.0,
-    ) -> Recipe:
+    ) -> "Recipe":
         """From the keyword arguments the CLI and configurations pass around."""
         return cls(optimizer_factory, lr_scheduler, train_step, base_lr, lr_scale)
 

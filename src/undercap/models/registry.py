@@ -19,12 +19,9 @@ Torch-free: a row names its factory by import path and `build` imports it, so th
 CLI can check a model name and read its facts without loading torch.
 """
 
-from __future__ import annotations
-
 import importlib
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from undercap.errors import UndercapError
 from undercap.models.tasks import TASK_NAMES
@@ -41,7 +38,7 @@ class ModelSpec:
     name: str
     factory: str  # "package.module:function", called as f(num_classes=, input_shape=)
     task: Optional[str]  # None: from the data (users' models)
-    default_input_shape: Optional[tuple[int, ...]]
+    default_input_shape: Optional[Tuple[int, ...]]
     optimizer: str  # "adam" or "adamw"
     base_lr: float  # at the largest batch size
     weight_decay: float
@@ -85,7 +82,7 @@ class ModelSpec:
 
 
 def _row(
-    name: str, factory: str, shape: tuple[int, ...], task: str = "classification"
+    name: str, factory: str, shape: Tuple[int, ...], task: str = "classification"
 ) -> ModelSpec:
     adamw = task == "next-token"
     return ModelSpec(
@@ -99,7 +96,7 @@ def _row(
     )
 
 
-BUILTIN: dict[str, ModelSpec] = {
+BUILTIN: Dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         _row("small-cnn", "undercap.models.small_cnn:build", (1, 8, 8)),  # the bundled digits

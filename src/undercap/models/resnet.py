@@ -8,9 +8,7 @@ classes this has 11,173,962 parameters and ~0.56 GMACs (1.11 GFLOPs) forward per
 32x32 sample, the figures usually quoted for ResNet18-CIFAR.
 """
 
-from __future__ import annotations
-
-from collections.abc import Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F

@@ -4,9 +4,7 @@ Three 3x3 conv blocks (conv-BN-ReLU) with two 2x2 max-pools, global average pool
 and a linear head. Global pooling makes it work for any input size >= 4x4.
 """
 
-from __future__ import annotations
-
-from collections.abc import Sequence
+from typing import Sequence
 
 import torch
 from torch import nn

@@ -17,10 +17,7 @@ A seq2seq model (T5, BART) is called as `model(input_ids=x, labels=y)`: the labe
 shifted right by the model itself, are the decoder's inputs (teacher forcing).
 """
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -79,7 +76,7 @@ def dummy_batch(
     vocab: int,
     num_classes: int,
     gen: torch.Generator,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Random inputs and labels for `task`: token ids below `vocab` or floats in,
     classes below `num_classes` per input or per position out. A seq2seq batch is the
     encoder's ids (the last dimension of `input_shape`) and the target ids."""

@@ -13,10 +13,8 @@ ending in `ForSequenceClassification` is "sequence-classification", and so on.
 Torch-free.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from undercap.errors import UndercapError
 
@@ -32,7 +30,7 @@ class Task:
     about: str = ""
 
 
-TASKS: dict[str, Task] = {
+TASKS: Dict[str, Task] = {
     t.name: t
     for t in (
         Task("classification", False, False, about="float inputs, one class per input"),

@@ -11,21 +11,31 @@ projections map 256 -> 6 x 42 = 252 and the output projection maps 252 -> 256. T
 alternative (rounding the width to 252 or 258) would change every layer's size;
 this changes only the attention's inner width, by 1.6%.
 
-Attention is F.scaled_dot_product_attention(is_causal=True), so position t never
-sees positions > t. The head is not weight-tied to the token embedding (nanoGPT
+Attention is F.scaled_dot_product_attention(is_causal=True) (written out on torch <
+2.0), so position t never sees positions > t. The head is not weight-tied to the token embedding (nanoGPT
 ties them); untied weights let a class-count mismatch be handled per tensor.
 """
 
-from __future__ import annotations
-
 import math
-from collections.abc import Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from undercap.errors import UndercapError
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, p: float) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d), causal) v with dropout p on the weights: torch's fused
+    kernel, or on torch < 2.0 (JetPack 4.6's 1.10) the same product written out."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+    t = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
+    weights = F.dropout(scores.masked_fill(future, float("-inf")).softmax(-1), p)
+    return weights @ v
 
 
 class CausalSelfAttention(nn.Module):
@@ -44,7 +54,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(self.n_heads * self.head_dim, dim=2)
         q, k, v = (z.view(b, t, self.n_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        y = causal_attention(q, k, v, p)
         y = y.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)
         return self.resid_drop(self.proj(y))
 

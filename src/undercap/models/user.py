@@ -7,8 +7,6 @@ become one UndercapError line that names the file and what was expected, chained
 with `from e` so `--debug` shows the user's traceback. Torch-free.
 """
 
-from __future__ import annotations
-
 import contextlib
 import hashlib
 import importlib

@@ -6,8 +6,6 @@ another: index 0 is "\\n", indices 1..95 are printable ASCII 32..126, index 96 i
 output layer it sizes; data/text.py maps corpora onto it.
 """
 
-from __future__ import annotations
-
 UNK = "\ufffd"
 VOCAB = "\n" + "".join(chr(c) for c in range(32, 127)) + UNK
 VOCAB_SIZE = len(VOCAB)  # 97

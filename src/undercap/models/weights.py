@@ -2,7 +2,7 @@
 
 File format: torch.save of {"format": "undercap.weights/1", "architecture": class
 name, "meta": {...}, "state_dict": {...}}, written atomically (temp file + rename).
-Loading uses torch.load(weights_only=True), which refuses arbitrary pickled code.
+Loading refuses arbitrary pickled code (models/torchload.py: torch.load(weights_only=True)).
 A plain state dict saved with torch.save(model.state_dict()) is accepted too.
 
 Transfer between datasets: the model's class-count dependent tensors (its
@@ -13,21 +13,20 @@ loaded into a MobileNet, or 1-channel weights into a 3-channel stem) is an
 ArtifactError: the file is for another architecture.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 from torch import nn
 
 from undercap.artifacts.io import atomic_path
 from undercap.errors import ArtifactError
+from undercap.models.torchload import load_tensors
 
 WEIGHTS_FORMAT = "undercap.weights/1"
 
 
-def save_weights(model: nn.Module, path: Union[str, Path], meta: dict[str, Any]) -> Path:
+def save_weights(model: nn.Module, path: Union[str, Path], meta: Dict[str, Any]) -> Path:
     """Write the model's state dict and `meta` (plain JSON-like values) to `path`."""
     path = Path(path)
     blob = {
@@ -41,11 +40,11 @@ def save_weights(model: nn.Module, path: Union[str, Path], meta: dict[str, Any])
     return path
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> Dict[str, Any]:
     if not path.is_file():
         raise ArtifactError(f"weights file {path} does not exist")
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = load_tensors(path)
     except Exception as e:  # torch raises many types for corrupt or non-torch files
         msg = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
         raise ArtifactError(f"{path} is not a readable weights file ({msg})") from e
@@ -56,7 +55,7 @@ def _read(path: Path) -> dict[str, Any]:
     raise ArtifactError(f"{path} is not an undercap weights file (expected {WEIGHTS_FORMAT})")
 
 
-def load_weights(model: nn.Module, path: Union[str, Path]) -> dict[str, Any]:
+def load_weights(model: nn.Module, path: Union[str, Path]) -> Dict[str, Any]:
     """Load weights saved by `save_weights` into `model`; returns the saved meta plus
     "fresh_tensors" (names left freshly initialised because the class count differs)."""
     path = Path(path)
@@ -99,7 +98,7 @@ def initial_model(
     init_seed: int,
     pretrained: Optional[Union[str, Path]],
     fresh_head: bool = False,
-) -> tuple[nn.Module, dict[str, Any]]:
+) -> Tuple[nn.Module, Dict[str, Any]]:
     """A fresh model for `data` (a data.Splits: its class count and input shape),
     initialised under `init_seed`, then overwritten by the pre-trained weights when
     given (a head whose shape does not match is left at its seeded initialisation;

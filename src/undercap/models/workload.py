@@ -30,23 +30,20 @@ not leak into per-sample terms; `Workload.optimizer_bytes_per_step` and
 parameter count): they are deterministic.
 """
 
-from __future__ import annotations
-
 import copy
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from undercap.artifacts.workload import Workload
 from undercap.errors import UndercapError
-from undercap.models.flops import flop_counter
+from undercap.models.flops import HAS_DISPATCH_MODE, TorchDispatchMode, flop_counter
+from undercap.models.legacy_counts import LegacyCounter, legacy_optimizer_kernels, storage_of
 from undercap.models.outputs import logits_of, loss_of
 from undercap.models.registry import BUILTIN
 from undercap.models.taskprobe import (
@@ -75,7 +72,7 @@ _NO_KERNEL = {
     "new_empty_strided",
     "zeros_like_meta",
 }
-_cache: dict[tuple[Any, ...], Workload] = {}
+_cache: Dict[Tuple[Any, ...], Workload] = {}
 
 
 def _launches_kernel(func: Any) -> bool:
@@ -125,17 +122,21 @@ class _StepCounts:
 
 
 def _count_step(model: nn.Module, task: Task, x: torch.Tensor, y: torch.Tensor) -> _StepCounts:
-    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved: dict[int, int] = {}
+    param_ptrs = {storage_of(p)[0] for p in model.parameters()}
+    saved: Dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in param_ptrs:
-            saved[storage.data_ptr()] = storage.nbytes()
+        ptr, nbytes = storage_of(t)
+        if ptr not in param_ptrs:
+            saved[ptr] = nbytes
         return t
 
     model.zero_grad(set_to_none=True)
-    with flop_counter() as fc, _KernelCounter() as kc:
+    # torch < 1.13 has no TorchDispatchMode: estimates from module hooks (legacy_counts.py)
+    fc, kc = (
+        (flop_counter(), _KernelCounter()) if HAS_DISPATCH_MODE else (LegacyCounter(model),) * 2
+    )
+    with fc, kc:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = forward(model, task, x, y)
         loss = loss_of(out)
@@ -149,6 +150,8 @@ def _count_step(model: nn.Module, task: Task, x: torch.Tensor, y: torch.Tensor) 
 def optimizer_kernels(model: nn.Module, optimizer: str) -> int:
     """Kernel launches of one multi-tensor Adam/AdamW step on a CUDA device."""
     params = [p for p in model.parameters() if p.requires_grad]
+    if not HAS_DISPATCH_MODE:  # torch < 1.13: nothing sees the ops (legacy_counts.py)
+        return legacy_optimizer_kernels(len(params), optimizer, _MTA_MAX_TENSORS)
     for p in params:
         p.grad = torch.zeros_like(p)
     cls = torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam
@@ -206,7 +209,7 @@ def workload_of(
 
 
 def _output_classes(
-    model: nn.Module, task: Task, input_shape: tuple[int, ...], gen: torch.Generator
+    model: nn.Module, task: Task, input_shape: Tuple[int, ...], gen: torch.Generator
 ) -> int:
     """Classes (vocabulary) of the model's output, from one forward pass on a dummy
     batch of `input_shape`; a model that cannot take that shape is one line naming
@@ -237,7 +240,7 @@ def output_classes(model: nn.Module, input_shape: Sequence[int], task: Optional[
 
 
 def _shape_mismatch(
-    model: nn.Module, input_shape: tuple[int, ...], task: Task, e: BaseException
+    model: nn.Module, input_shape: Tuple[int, ...], task: Task, e: BaseException
 ) -> str:
     """One line: the input shape given, the one the model's first layer takes, and
     the task to name if undercap's was wrong."""

@@ -16,11 +16,8 @@ What profiling cost (device time, energy, configurations, steps) and what the
 shortcuts saved is recorded in the profile's `cost`.
 """
 
-from __future__ import annotations
-
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from undercap import defaults
 from undercap.artifacts.profile import Profile, ProfileRow
@@ -51,7 +48,7 @@ __all__ = [
 
 def sweep_plan(
     batch_sizes: Sequence[int], freqs_mhz: Sequence[float]
-) -> list[tuple[int, Optional[float]]]:
+) -> List[Tuple[int, Optional[float]]]:
     """The full sweep's configurations in measuring order."""
     freqs = sorted(freqs_mhz)
     if not freqs:
@@ -120,8 +117,8 @@ def run_profile(
 
 def _efficient(
     run: Measurer,
-    fitting: list[int],
-    freqs: list[Optional[float]],
+    fitting: List[int],
+    freqs: List[Optional[float]],
     limit: float,
     relative: Optional[Mapping[int, float]],
     margin_w: Optional[float],
@@ -143,7 +140,7 @@ def _efficient(
 
 def _prior_rows(
     prior: Optional[Profile], device: Device, model: str
-) -> Optional[dict[tuple[int, float], ProfileRow]]:
+) -> Optional[Dict[Tuple[int, float], ProfileRow]]:
     if prior is None:
         return None
     if prior.model != model or prior.device.get("name") != device.name:
@@ -154,7 +151,7 @@ def _prior_rows(
     return {(r.batch_size, r.freq_mhz): r for r in prior.rows}
 
 
-def _rows(run: Measurer, fitting: list[int], model: str, device: str) -> list[ProfileRow]:
+def _rows(run: Measurer, fitting: List[int], model: str, device: str) -> List[ProfileRow]:
     rows = [r for k, r in run.rows.items() if k[0] in fitting]
     if not rows:
         raise UndercapError(f"no batch size fits {model} on {device}; try smaller --batch-sizes")
@@ -171,13 +168,13 @@ def _energy(device: Device, whole: PowerSampler, energy0: Optional[float]) -> fl
 
 def _cost(
     run: Measurer,
-    rows: list[ProfileRow],
-    fitting: list[int],
-    freqs: list[Optional[float]],
-    spent: tuple[float, float, float],
+    rows: List[ProfileRow],
+    fitting: List[int],
+    freqs: List[Optional[float]],
+    spent: Tuple[float, float, float],
     outcome: Optional[SweepOutcome],
     prior: Optional[Profile],
-) -> dict[str, Any]:
+) -> Dict[str, Any]:
     """What profiling cost (`spent`: device time, energy, wall time; plus `prior`'s),
     and what the shortcuts saved against measuring the whole grid with a warm-up per
     configuration."""
@@ -208,9 +205,9 @@ def _sweep_record(
     limit: Optional[float],
     relative: Optional[Mapping[int, float]],
     margin_w: Optional[float],
-    freqs: list[Optional[float]],
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
+    freqs: List[Optional[float]],
+) -> Dict[str, Any]:
+    out: Dict[str, Any] = {
         "window_s": run.window_s,
         "sensor_update_interval_s": run.policy.sensor_update_s,
         "min_duration_s": run.min_duration_s,
@@ -231,13 +228,13 @@ def _sweep_record(
 
 def _artifact(
     run: Measurer,
-    rows: list[ProfileRow],
+    rows: List[ProfileRow],
     model_name: str,
-    shape: tuple[int, ...],
+    shape: Tuple[int, ...],
     mode: str,
     power_limit_w: Optional[float],
-    cost: dict[str, Any],
-    sweep: dict[str, Any],
+    cost: Dict[str, Any],
+    sweep: Dict[str, Any],
 ) -> Profile:
     info, settings = run.device.info(), run.settings
     return Profile(
@@ -266,7 +263,7 @@ def _artifact(
     )
 
 
-def _frequencies(run: Measurer, freqs_mhz: Optional[Sequence[float]]) -> list[Optional[float]]:
+def _frequencies(run: Measurer, freqs_mhz: Optional[Sequence[float]]) -> List[Optional[float]]:
     """Frequencies to sweep, ascending; read-only devices are measured at their current
     clock. Requested clocks the device lacks are snapped to its nearest steps, visibly."""
     if not run.can_control:
@@ -292,9 +289,9 @@ def _frequencies(run: Measurer, freqs_mhz: Optional[Sequence[float]]) -> list[Op
     return list(snapped)
 
 
-def _fitting_batch_sizes(run: Measurer, batch_sizes: Sequence[int]) -> list[int]:
+def _fitting_batch_sizes(run: Measurer, batch_sizes: Sequence[int]) -> List[int]:
     """Batch sizes that fit, ascending; once one does not fit, larger ones are not tried."""
-    fitting: list[int] = []
+    fitting: List[int] = []
     for b in sorted(set(batch_sizes)):
         if run.unfit or not run.fits(b):
             run.unfit.append(b)

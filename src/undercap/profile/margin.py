@@ -29,16 +29,14 @@ Selection treats (b, f) as feasible only when peak + margin <= limit (select/cor
 `--power-margin-w` overrides the margin.
 """
 
-from __future__ import annotations
-
 import math
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
 from undercap import defaults
+from undercap._compat import normal_inv_cdf
 from undercap.devices.sampler import summarize
 
 # Student t quantiles t_{0.975, df} for df = 1..30 (any statistics table); beyond, the
@@ -126,7 +124,7 @@ class MarginPolicy:
     @property
     def z(self) -> float:
         windows = max(1.0, self.run_s / self.window_s)
-        return NormalDist().inv_cdf(1.0 - self.alpha / windows)
+        return normal_inv_cdf(1.0 - self.alpha / windows)
 
     def window_noise_w(self, noise_w: float, rate_hz: float) -> float:
         """Noise of one window's mean when sampling at `rate_hz`."""
@@ -136,7 +134,7 @@ class MarginPolicy:
     def margin_w(self, noise_w: float, spread_w: float) -> float:
         return self.z * self.window_noise_w(noise_w, self.train_rate_hz) + spread_w
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return {**asdict(self), "z": self.z}
 
 

@@ -26,12 +26,9 @@ runs one real step per batch size (the model must build, fit and train) and the 
 accounts every step. On real hardware every step runs the real model.
 """
 
-from __future__ import annotations
-
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -98,18 +95,18 @@ class Measurer:
         stepper: Stepper,
         settings: ProfileSettings,
         tick: Callable[[], None],
-        prior: Optional[dict[tuple[int, float], ProfileRow]] = None,
+        prior: Optional[Dict[Tuple[int, float], ProfileRow]] = None,
     ) -> None:
         self.device, self.stepper, self.settings, self.tick = device, stepper, settings, tick
         self.can_control = not device.read_only and device.info().control_permitted
-        self.rows: dict[tuple[int, float], ProfileRow] = {
+        self.rows: Dict[Tuple[int, float], ProfileRow] = {
             self._key(b, None if not self.can_control else f): row
             for (b, f), row in (prior or {}).items()
         }
         self.reused = set(self.rows)
-        self.unfit: list[int] = []
+        self.unfit: List[int] = []
         self.warmup_steps = self.measured_steps = 0
-        self.snaps: list[dict[str, float]] = []  # configurations whose clock read back differently
+        self.snaps: List[Dict[str, float]] = []  # configurations whose clock read back differently
         self.host_steps = settings.host_steps or not device.is_simulated
         self.window_s = power_window_s(device)
         self.policy = MarginPolicy(self.window_s, device.sensor_update_interval_s())
@@ -146,7 +143,7 @@ class Measurer:
         return True
 
     @staticmethod
-    def _key(b: int, freq_mhz: Optional[float]) -> tuple[int, float]:
+    def _key(b: int, freq_mhz: Optional[float]) -> Tuple[int, float]:
         """Rows are keyed by the requested step; read-only (None): one row per batch
         size, whatever clock it ran at (a prior row measured read-only is that row)."""
         return (b, -1.0 if freq_mhz is None else float(freq_mhz))
@@ -169,8 +166,8 @@ class Measurer:
             self.device, rate_hz=self.settings.sample_rate_hz, peak_window_s=self.window_s
         ) as sampler:
             start = self.device.now_s()
-            step_times: list[float] = []
-            seen_mhz: list[float] = []  # read-only: the clock while the step runs
+            step_times: List[float] = []
+            seen_mhz: List[float] = []  # read-only: the clock while the step runs
             while True:
                 t0 = self.device.now_s()
                 self._step(b)
@@ -198,7 +195,7 @@ class Measurer:
             self.snaps.append({"batch_size": b, "freq_mhz": freq_mhz, "read_back_mhz": read_back})
         return float(freq_mhz)
 
-    def _enough(self, step_times: list[float], sampler: PowerSampler, start_s: float) -> bool:
+    def _enough(self, step_times: List[float], sampler: PowerSampler, start_s: float) -> bool:
         s, n = self.settings, len(step_times)
         if n >= s.max_steps:
             return True
@@ -214,7 +211,7 @@ class Measurer:
             return n == 1 and s.measure_steps <= 1
         return ci_halfwidth(peaks) <= s.peak_rel_tol * float(peaks.mean())
 
-    def _readings(self, sampler: PowerSampler) -> tuple[np.ndarray, np.ndarray]:
+    def _readings(self, sampler: PowerSampler) -> Tuple[np.ndarray, np.ndarray]:
         """The measurement's readings from one sensor update after its start: a reading
         taken as the clock changes still averages over the previous configuration (its
         last step's power), which would bias the row by the direction the sweep moved."""

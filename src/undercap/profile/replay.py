@@ -4,11 +4,8 @@ sweep.py change nothing but the cost: Algorithm 1 on the replayed rows picks wha
 picks on the full table of the same measurements (tests/test_profile_sweep.py,
 benchmarks/profile_cost.py)."""
 
-from __future__ import annotations
-
 import dataclasses
-from collections.abc import Mapping
-from typing import Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 from undercap import defaults
 from undercap.artifacts.profile import Profile, ProfileRow
@@ -22,7 +19,7 @@ def replay_efficient(
     power_limit_w: float,
     relative: Optional[Mapping[int, float]] = None,
     margin_w: Optional[float] = None,
-) -> tuple[Profile, SweepOutcome]:
+) -> Tuple[Profile, SweepOutcome]:
     """The rows of `full` (a full sweep) the efficient sweep for `power_limit_w` would
     measure, as a profile, and what it decided."""
     by_key = {(r.batch_size, r.freq_mhz): r for r in full.rows}
@@ -35,7 +32,7 @@ def replay_efficient(
         sensor_update_s=float(m.get("sensor_update_s", 0.0)),
     )
     rate = float(full.provenance.get("sample_rate_hz", defaults.PROFILE_SAMPLE_RATE_HZ))
-    seen: dict[tuple[int, float], ProfileRow] = {}
+    seen: Dict[Tuple[int, float], ProfileRow] = {}
 
     def probe(b: int, i: int) -> ProfileRow:
         seen[(b, freqs[i])] = by_key[(b, freqs[i])]

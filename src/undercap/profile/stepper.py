@@ -8,9 +8,7 @@ models/workload.py), so a user's model that ignores `num_classes` profiles too, 
 model that does not take `input_shape` is one error line naming both shapes.
 """
 
-from __future__ import annotations
-
-from typing import Optional
+from typing import Optional, Tuple
 
 from undercap.artifacts.workload import Workload
 
@@ -21,7 +19,7 @@ class Stepper:
     def __init__(
         self,
         model_name: str,
-        input_shape: tuple[int, ...],
+        input_shape: Tuple[int, ...],
         num_classes: int,
         torch_device: str,
         seed: int,

@@ -28,11 +28,8 @@ Every shortcut rests on physics or on the paper:
    of the same measurements would, unless noise exceeds the band.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from undercap.artifacts.profile import ProfileRow
 
@@ -46,7 +43,7 @@ SKIP_NO_R = "no r(b): never reaches the target"
 SKIP_INFEASIBLE = "a smaller batch size is infeasible at every clock"
 
 
-def full_plan(batch_sizes: Sequence[int], n_freqs: int) -> list[tuple[int, int]]:
+def full_plan(batch_sizes: Sequence[int], n_freqs: int) -> List[Tuple[int, int]]:
     """The full sweep's configurations in measuring order: batch sizes ascending (one
     warm-up each), each at every clock ascending."""
     return [(b, i) for b in sorted(batch_sizes) for i in range(n_freqs)]
@@ -70,7 +67,7 @@ class _Search:
 
     def __init__(self, probe: Probe, feasible: Test, near: Test, b: int) -> None:
         self.probe, self.feasible, self.near, self.b = probe, feasible, near, b
-        self.rows: dict[int, ProfileRow] = {}
+        self.rows: Dict[int, ProfileRow] = {}
 
     def row(self, i: int) -> ProfileRow:
         if i not in self.rows:
@@ -80,7 +77,7 @@ class _Search:
     def ok(self, i: int) -> bool:
         return self.feasible(self.row(i))
 
-    def run(self, hi: int) -> tuple[Optional[int], Optional[int]]:
+    def run(self, hi: int) -> Tuple[Optional[int], Optional[int]]:
         """(highest feasible index <= hi or None, highest index <= hi that was
         feasible or near the limit: the bound for the next batch size, or None)."""
         good = hi if self.ok(hi) else self._gallop(hi)
@@ -104,7 +101,7 @@ class _Search:
                 bad = mid
         return good
 
-    def _guard(self, good: Optional[int], hi: int) -> tuple[Optional[int], Optional[int]]:
+    def _guard(self, good: Optional[int], hi: int) -> Tuple[Optional[int], Optional[int]]:
         """Walk up from the answer while rows are near the limit: a noisy row there may
         read infeasible below a feasible one (point 4)."""
         reach = good

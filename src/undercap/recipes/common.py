@@ -5,14 +5,11 @@ sizes, class count and sweep; weights by the model, source data and budget; ever
 estimate run by what fixes its trajectory (estimate.config.run_key).
 """
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import sys
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from undercap import __version__
 from undercap.artifacts.cache import Cache
@@ -39,7 +36,7 @@ class ModelInput:
     """What profiling a model for some data needs: its per-sample input shape, the
     classes of its output layer, and the task (which inputs to feed it)."""
 
-    shape: tuple[int, ...]
+    shape: Tuple[int, ...]
     num_classes: int
     task: str
 
@@ -96,7 +93,7 @@ def profile_model(
     key = _profile_key(device, model, shape, batch_sizes, num_classes, host_steps, task, sweep)
     key.update(efficient_for_w=efficient_for_w, prior=prior and [r.to_dict() for r in prior.rows])
 
-    def make() -> dict[str, Any]:
+    def make() -> Dict[str, Any]:
         return run_profile(
             device,
             model,
@@ -127,8 +124,8 @@ def _profile_key(
     num_classes: int,
     host_steps: bool,
     task: Optional[str],
-    sweep: list[Any],
-) -> dict[str, Any]:
+    sweep: List[Any],
+) -> Dict[str, Any]:
     """What makes a cached profile this profile (besides the limit it was swept for
     and the stage-1 rows it completes, which profile_model adds)."""
     from undercap.profile import PROFILE_METHOD
@@ -201,7 +198,7 @@ class _Trained:
     keyword-only fields."""
 
     model: str
-    batch_sizes: tuple[int, ...]
+    batch_sizes: Tuple[int, ...]
     max_samples: int
     eval_every_samples: int
 

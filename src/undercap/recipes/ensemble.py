@@ -9,11 +9,8 @@ results folder stores the set (artifacts/efficiency.py, undercap.efficiency-set/
 No torch import unless an estimate runs.
 """
 
-from __future__ import annotations
-
 import dataclasses
-from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from undercap.artifacts.efficiency import (
     Efficiency,
@@ -65,7 +62,7 @@ def ensemble_selection(
     *,
     proxy: Optional[Efficiency] = None,
     safe_freq_mhz: Optional[float] = None,
-    training: Optional[dict[str, Any]] = None,
+    training: Optional[Dict[str, Any]] = None,
     objective: str = "time",
     energy_budget_j: Optional[float] = None,
     margin_w: Optional[float] = None,
@@ -97,7 +94,7 @@ def ensemble_selection(
     )
 
 
-def block(ens: Any, effs: EfficiencySet) -> dict[str, Any]:
+def block(ens: Any, effs: EfficiencySet) -> Dict[str, Any]:
     """extra["ensemble"]: the rule, each proxy's choice, r(b) at the chosen b, regret."""
     b = ens.choice.batch_size
     out = ens.to_dict()

@@ -11,13 +11,11 @@ another; the winner's fork continues as the training (its checkpoint), and the
 others' device time and energy are added to the result (train.json's "race").
 """
 
-from __future__ import annotations
-
 import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Tuple
 
 from undercap import defaults
 from undercap.artifacts.efficiency import Efficiency
@@ -50,7 +48,7 @@ class RaceAsk:
 
 def race_plan(
     ask: RaceAsk, profile: Profile, eff: Efficiency, limit: Optional[float], selection: Selection
-) -> tuple[Optional[RacePlan], Optional[str]]:
+) -> Tuple[Optional[RacePlan], Optional[str]]:
     """The race `run` would hold (None: none) and the line saying why or why not (None:
     nothing to say, one proxy and no --race)."""
     if not ask.on:
@@ -119,7 +117,7 @@ def _race(
     log: Log,
     train: Train,
 ) -> RaceRecord:
-    lanes: list[Lane] = []
+    lanes: List[Lane] = []
     for c in plan.candidates:
         lane_dir = folder / f"b{c.batch_size}"
         at = dataclasses.replace(selection, batch_size=c.batch_size, freq_mhz=c.freq_mhz)

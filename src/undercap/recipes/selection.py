@@ -4,9 +4,7 @@ size is out, and both baselines at the safe frequency, as one Selection artifact
 Pure arithmetic on two artifacts: no torch import, so it answers instantly.
 """
 
-from __future__ import annotations
-
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from undercap import select as sel
 from undercap.artifacts.efficiency import Efficiency
@@ -15,7 +13,7 @@ from undercap.artifacts.selection import Selection
 from undercap.errors import InfeasibleError, UndercapError
 
 
-def training_of(eff: Efficiency) -> dict[str, Any]:
+def training_of(eff: Efficiency) -> Dict[str, Any]:
     """How device training repeats the estimate: its largest batch and base LR (sqrt
     scaling, paper Sec. 4.2) and the weights it started from."""
     cfg = eff.extra.get("config") or {}
@@ -27,7 +25,7 @@ def training_of(eff: Efficiency) -> dict[str, Any]:
     return {k: v for k, v in pairs if v is not None}
 
 
-def _predicted(choice: Any, n_max: Optional[float]) -> dict[str, Any]:
+def _predicted(choice: Any, n_max: Optional[float]) -> Dict[str, Any]:
     """Time and energy to the target the profile and r(b) predict for the choice."""
     r = choice.relative_samples
     if n_max is None or r is None:
@@ -44,7 +42,7 @@ def build_selection(
     *,
     proxy: Optional[Efficiency] = None,
     safe_freq_mhz: Optional[float] = None,
-    training: Optional[dict[str, Any]] = None,
+    training: Optional[Dict[str, Any]] = None,
     objective: str = "time",
     energy_budget_j: Optional[float] = None,
     margin_w: Optional[float] = None,
@@ -96,7 +94,7 @@ def _choice_extra(
     n_max: Optional[float],
     objective: str,
     energy_budget_j: Optional[float],
-) -> dict[str, Any]:
+) -> Dict[str, Any]:
     """The selection's extra about the choice itself: what it was chosen for, what it
     predicts, its headroom, every candidate and why the others are out."""
     return {
@@ -122,11 +120,11 @@ def _margin_note(profile: Profile, margin_w: Optional[float]) -> str:
     return "none: the profile predates measured margins (re-profile, or --power-margin-w)"
 
 
-def _margin_extra(choice: Any, source: str, profile: Profile, eff: Efficiency) -> dict[str, Any]:
+def _margin_extra(choice: Any, source: str, profile: Profile, eff: Efficiency) -> Dict[str, Any]:
     """The choice's safety margin and its source; an efficient profile that skipped
     batch sizes which could not win under its r(b) answers only for that r(b): say so
     when this efficiency differs."""
-    note: dict[str, Any] = {"power_margin_w": choice.power_margin_w, "power_margin_source": source}
+    note: Dict[str, Any] = {"power_margin_w": choice.power_margin_w, "power_margin_source": source}
     used = profile.sweep.get("relative") or {}
     pruned = profile.sweep.get("pruned") or {}
     if not pruned:
@@ -141,7 +139,7 @@ def _margin_extra(choice: Any, source: str, profile: Profile, eff: Efficiency) -
     return note
 
 
-def _excluded(profile: Any, eff: Any, power_limit_w: Optional[float]) -> list[dict[str, Any]]:
+def _excluded(profile: Any, eff: Any, power_limit_w: Optional[float]) -> List[Dict[str, Any]]:
     why = sel.excluded_batch_sizes(profile, eff.relative, power_limit_w)
     for b, reason in (profile.sweep.get("pruned") or {}).items():
         if int(b) in why:  # its rows stop at the first probe: pruning is the reason
@@ -154,7 +152,7 @@ def _excluded(profile: Any, eff: Any, power_limit_w: Optional[float]) -> list[di
 
 def _safe_freq(
     profile: Any, power_limit_w: Optional[float], given: Optional[float]
-) -> tuple[Optional[float], str, Optional[str]]:
+) -> Tuple[Optional[float], str, Optional[str]]:
     if given is not None:
         return given, "given with --safe-freq-mhz", None
     source = "derived from this profile alone (pass --safe-freq-mhz for a cap over all models)"
@@ -164,7 +162,7 @@ def _safe_freq(
         return None, source, str(e)
 
 
-def _baseline(make: Any, choice: Any, eff: Any, why_not: Optional[str]) -> dict[str, Any]:
+def _baseline(make: Any, choice: Any, eff: Any, why_not: Optional[str]) -> Dict[str, Any]:
     """A baseline's choice and our expected speed-up over it, or why it has none."""
     if why_not is not None:
         return {"available": False, "reason": why_not}
@@ -172,7 +170,7 @@ def _baseline(make: Any, choice: Any, eff: Any, why_not: Optional[str]) -> dict[
         base = make()
     except UndercapError as e:
         return {"available": False, "reason": str(e)}
-    out: dict[str, Any] = {"available": True, **base.to_dict()}
+    out: Dict[str, Any] = {"available": True, **base.to_dict()}
     r = eff.relative.get(base.batch_size)
     if r is None:
         out["expected_speedup"] = None

@@ -1,12 +1,10 @@
 """The devices table `undercap devices` prints: every device, then details of the
 real ones (Jetson board, nvpmodel, rails; NVML GPU and power limits), then notes."""
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any, Dict, List, Tuple
 
 
-def _freqs(freqs: tuple[float, ...]) -> str:
+def _freqs(freqs: Tuple[float, ...]) -> str:
     if not freqs:
         return "-"
     if len(freqs) == 1:
@@ -24,7 +22,7 @@ def _control(info: Any) -> str:
     return str(info.details.get("control") or ("yes" if info.control_permitted else "no"))
 
 
-def format_devices(infos: list[Any], notes: list[str]) -> str:
+def format_devices(infos: List[Any], notes: List[str]) -> str:
     """A table of every device, then details of the real ones, then notes."""
     head = ("NAME", "BACKEND", "FREQUENCIES (MHz)", "MEMORY", "POWER SENSORS", "CONTROL")
     rows = [
@@ -54,7 +52,7 @@ def format_devices(infos: list[Any], notes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _jetson_lines(info: Any) -> list[str]:
+def _jetson_lines(info: Any) -> List[str]:
     d = info.details
     lines = [
         f"{info.name}: {d.get('board') or 'unknown board'}, L4T {d.get('l4t') or '?'}, "
@@ -81,7 +79,7 @@ def _jetson_lines(info: Any) -> list[str]:
     return lines
 
 
-def _mode_lines(d: dict[str, Any]) -> list[str]:
+def _mode_lines(d: Dict[str, Any]) -> List[str]:
     """The power mode: what its conf says, and the steps it allows (floor, ceiling)."""
     nvp = d.get("nvpmodel")
     if not nvp:
@@ -99,7 +97,7 @@ def _mode_lines(d: dict[str, Any]) -> list[str]:
     ]
 
 
-def _nvml_lines(info: Any) -> list[str]:
+def _nvml_lines(info: Any) -> List[str]:
     d = info.details
     lim = d.get("power_limit_constraints_w")
     return [

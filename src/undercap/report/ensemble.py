@@ -2,14 +2,12 @@
 the rule's choice, each proxy's own choice, and the regret the chosen (b, f) risks
 under each proxy. Pure formatting of selection extra["ensemble"]."""
 
-from __future__ import annotations
-
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 
 def ensemble_lines(
-    block: Optional[dict[str, Any]], indent: str = "  ", first: Optional[str] = None
-) -> list[str]:
+    block: Optional[Dict[str, Any]], indent: str = "  ", first: Optional[str] = None
+) -> List[str]:
     """Nothing for one proxy. `first`: the first line's prefix (default `indent`)."""
     if not block:
         return []

@@ -5,8 +5,6 @@ canvas, no pyplot global state), so importing this module stays cheap. Every fig
 is written atomically: a temp file in the same folder, then os.replace.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Any, Optional, Union
 

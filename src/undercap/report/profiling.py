@@ -1,14 +1,12 @@
 """Lines about what profiling cost and the safety margin, for the text summaries of
 `profile`, `select` and `run` (report/text.py). Pure formatting, no torch, no numpy."""
 
-from __future__ import annotations
-
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 from undercap.artifacts.profile import Profile
 
 
-def cost_lines(profile: Profile) -> list[str]:
+def cost_lines(profile: Profile) -> List[str]:
     """Device time, energy and wall time of the profile, and what its shortcuts saved."""
     c = profile.cost
     lines = [
@@ -30,7 +28,7 @@ def cost_lines(profile: Profile) -> list[str]:
     return lines
 
 
-def margin_lines(profile: Profile) -> list[str]:
+def margin_lines(profile: Profile) -> List[str]:
     """The range of the rows' safety margins and how they were sized."""
     margins = [r.peak_margin_w for r in profile.rows if r.peak_margin_w is not None]
     if not margins:
@@ -45,7 +43,7 @@ def margin_lines(profile: Profile) -> list[str]:
     return [f"  safety margin added to each peak: {min(margins):.3f} .. {max(margins):.3f} W{how}"]
 
 
-def selection_margin(res: dict[str, Any]) -> list[str]:
+def selection_margin(res: Dict[str, Any]) -> List[str]:
     """The selection's safety margin line: feasible meant peak + margin <= limit."""
     m: Optional[float] = res.get("power_margin_w")
     if m is None:

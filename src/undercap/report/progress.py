@@ -1,9 +1,7 @@
 """Progress bars (tqdm, on stderr): the one place they are made."""
 
-from __future__ import annotations
-
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 
 class NoBar:
@@ -40,7 +38,7 @@ def sample_bar(total: int, desc: str, enabled: bool, initial: int = 0) -> Any:
     return bar(enabled, desc=desc, unit="sample", total=total, initial=initial)
 
 
-def training_hooks(progress: Any) -> tuple[Any, Any]:
+def training_hooks(progress: Any) -> Tuple[Any, Any]:
     """(on_step, on_eval) hooks for train.loop.Trainer that advance a sample bar
     and show the latest accuracy."""
 

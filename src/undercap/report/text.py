@@ -4,9 +4,7 @@ Pure formatting of artifacts (no torch): a command calls the library, then print
 one of these.
 """
 
-from __future__ import annotations
-
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 from undercap.artifacts.efficiency import Efficiency
 from undercap.artifacts.profile import Profile
@@ -76,7 +74,7 @@ def _ms(t_s: float) -> str:
     return f"{t_s * 1e3:.4g} ms"
 
 
-def selection_summary(res: dict[str, Any]) -> str:
+def selection_summary(res: Dict[str, Any]) -> str:
     """`undercap select` without --json: the choice, exclusions and baselines."""
     sim = " (simulated device)" if res["simulated"] else ""
     objective = res.get("objective", "time")
@@ -121,7 +119,7 @@ def selection_summary(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _baseline_lines(title: str, b: dict[str, Any]) -> list[str]:
+def _baseline_lines(title: str, b: Dict[str, Any]) -> List[str]:
     head = f"  {title}:"
     if not b["available"]:
         return [head, f"    unavailable: {b['reason']}"]
@@ -140,7 +138,7 @@ def _baseline_lines(title: str, b: dict[str, Any]) -> list[str]:
     return lines
 
 
-def train_summary(r: TrainResult) -> list[str]:
+def train_summary(r: TrainResult) -> List[str]:
     """A short human summary of a training result, one line each."""
     clock = "virtual clock, SIMULATED device" if r.simulated else "wall clock"
     tta = (
@@ -206,7 +204,7 @@ def _cap(cfg: Any) -> str:
     return _limit(cap.limit_at(0.0))
 
 
-def _predicted_lines(selection: Any, result: Any) -> list[str]:
+def _predicted_lines(selection: Any, result: Any) -> List[str]:
     """What the profile and r(b) predicted, beside what the run measured."""
     t, e = selection.extra.get("predicted_time_s"), selection.extra.get("predicted_energy_j")
     if t is None or not result.reached:
@@ -220,7 +218,7 @@ def _predicted_lines(selection: Any, result: Any) -> list[str]:
     ]
 
 
-def _segment_lines(result: Any) -> list[str]:
+def _segment_lines(result: Any) -> List[str]:
     """The configuration per segment of a run whose cap changed."""
     if not result.segments:
         return []
@@ -312,7 +310,7 @@ def _bf(pick: Any) -> str:
     return "-" if not pick else f"{int(pick[0])} @ {pick[1]:g} MHz"
 
 
-def _noise(ns: Optional[dict[str, Any]], where: str) -> str:
+def _noise(ns: Optional[Dict[str, Any]], where: str) -> str:
     if ns is None:
         return f"not measured on the {where}"
     if ns.get("b_simple") is None:
@@ -321,7 +319,7 @@ def _noise(ns: Optional[dict[str, Any]], where: str) -> str:
     return f"{ns['b_simple']:.3g} [{ns.get('b_low') or 0:.3g}, {hi}] on the {where}"
 
 
-def gns_check_lines(check: Optional[dict[str, Any]], result: Any = None) -> list[str]:
+def gns_check_lines(check: Optional[Dict[str, Any]], result: Any = None) -> List[str]:
     """run's summary block: the gradient-noise-scale check beside the proxy's r(b)
     (recipes/gns_check.py), and whether it changed the choice."""
     if not check:

@@ -5,10 +5,7 @@ model exceeds the limit; Baseline 1 takes the largest batch that fits, Baseline 
 batch size that is fastest on the proxy at that frequency. Pure functions, like core.
 """
 
-from __future__ import annotations
-
-from collections.abc import Iterable, Mapping
-from typing import Optional, Union
+from typing import Iterable, List, Mapping, Optional, Union
 
 from undercap.artifacts.profile import Profile, ProfileRow
 from undercap.errors import ArtifactError, InfeasibleError, UndercapError
@@ -74,18 +71,18 @@ def safe_freq_mhz(
 
 
 def _safe_for(
-    rows: list[ProfileRow], f: float, limit: Optional[float], margin_w: Optional[float] = None
+    rows: List[ProfileRow], f: float, limit: Optional[float], margin_w: Optional[float] = None
 ) -> bool:
     no_violation_below = all(_within(r, limit, margin_w) for r in rows if r.freq_mhz <= f)
     evidence_above = any(_within(r, limit, margin_w) for r in rows if r.freq_mhz >= f)
     return no_violation_below and evidence_above
 
 
-def _model_of(profiles: list[Profile], row: ProfileRow) -> str:
+def _model_of(profiles: List[Profile], row: ProfileRow) -> str:
     return next(p.model for p in profiles if row in p.rows)
 
 
-def _row_at_or_below(rows: list[ProfileRow], freq_mhz: float) -> Optional[ProfileRow]:
+def _row_at_or_below(rows: List[ProfileRow], freq_mhz: float) -> Optional[ProfileRow]:
     """The row at the highest profiled frequency <= freq_mhz (rows ascending)."""
     below = [r for r in rows if r.freq_mhz <= freq_mhz]
     return below[-1] if below else None

@@ -20,13 +20,10 @@ over repeated windows; rows of older profiles have none), unless `margin_w` give
 for every row (`--power-margin-w`; 0 restores the paper's test peak <= limit).
 """
 
-from __future__ import annotations
-
 import math
 import numbers
-from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from undercap.artifacts import Profile, ProfileRow
 from undercap.errors import ArtifactError, InfeasibleError, UndercapError
@@ -59,11 +56,11 @@ class Choice:
     objective: str = "time"  # what `score` measures (select/objectives.py)
     power_margin_w: Optional[float] = None  # the safety margin its feasibility used
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Choice:
+    def from_dict(cls, d: Mapping[str, Any]) -> "Choice":
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -90,12 +87,12 @@ def _check_freq(freq_mhz: float, name: str) -> float:
     return float(freq_mhz)
 
 
-def _by_batch(profile: Profile) -> dict[int, list[ProfileRow]]:
+def _by_batch(profile: Profile) -> Dict[int, List[ProfileRow]]:
     """Rows grouped by batch size, each list in ascending frequency. Also validates
     the rows, since a Profile can be built in code without artifacts' checks."""
     if not profile.rows:
         raise ArtifactError(f"profile of {profile.model} has no rows; re-run the profile")
-    groups: dict[int, list[ProfileRow]] = {}
+    groups: Dict[int, List[ProfileRow]] = {}
     for r in profile.rows:
         values = (r.freq_mhz, r.time_per_sample_s, r.peak_power_w)
         if not all(math.isfinite(v) and v > 0 for v in values) or r.batch_size <= 0:
@@ -115,8 +112,8 @@ def _by_batch(profile: Profile) -> dict[int, list[ProfileRow]]:
     return groups
 
 
-def _check_relative(relative: Mapping[int, float], what: str) -> dict[int, float]:
-    out: dict[int, float] = {}
+def _check_relative(relative: Mapping[int, float], what: str) -> Dict[int, float]:
+    out: Dict[int, float] = {}
     for b, r in relative.items():
         # numbers.* so numpy scalars from analysis code are accepted too
         ok_r = isinstance(r, numbers.Real) and not isinstance(r, bool)
@@ -209,7 +206,7 @@ def per_batch(
     *,
     method: str = OURS,
     margin_w: Optional[float] = None,
-) -> tuple[Choice, ...]:
+) -> Tuple[Choice, ...]:
     """Algorithm 1's inner loop: for every batch size with both profile rows and an
     r(b), the highest frequency whose peak power plus margin is within the limit
     (Sec. 4.3: a higher clock is faster, so it is the best feasible one). Batch sizes
@@ -270,7 +267,7 @@ def _select(
 
 def _infeasible(
     profile: Profile,
-    batch_sizes: list[int],
+    batch_sizes: List[int],
     limit: Optional[float],
     margin_w: Optional[float] = None,
 ) -> InfeasibleError:
@@ -294,13 +291,13 @@ def excluded_batch_sizes(
     power_limit_w: Optional[float],
     *,
     margin_w: Optional[float] = None,
-) -> dict[int, str]:
+) -> Dict[int, str]:
     """Why each batch size seen in the profile or in r is not a candidate of
     Algorithm 1 (one short reason each), so exclusions are visible to the user."""
     limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
     groups = _by_batch(profile)
-    out: dict[int, str] = {}
+    out: Dict[int, str] = {}
     for b in sorted(set(groups) | set(relative) | set(profile.unfit_batch_sizes)):
         if b not in groups:
             unfit = b in profile.unfit_batch_sizes

@@ -30,14 +30,13 @@ The seed spread of each r(b) is not used (the `spread` rule does that for one pr
 Pure: no I/O, no numpy, no torch (tests/test_ensemble_select.py, brute force).
 """
 
-from __future__ import annotations
-
 import math
 import statistics
 import typing
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from undercap._compat import fmean
 from undercap.artifacts import Profile
 from undercap.errors import ArtifactError, UndercapError
 from undercap.select.core import OURS, Choice, _check_relative, _select, per_batch
@@ -57,7 +56,7 @@ class ProxyView:
     preferred: Choice  # what Algorithm 1 picks from this proxy's r(b) alone
     regret: float  # the chosen (b, f)'s t * r_p / the best candidate's under p - 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         pref = self.preferred
         return {
             "name": self.name,
@@ -71,14 +70,14 @@ class Ensemble:
     """A rule's choice from several proxies and what each proxy says about it."""
 
     choice: Choice
-    proxies: tuple[ProxyView, ...]
-    relative: dict[int, float]  # the r(b) the choice was ranked with (r_med for the rule)
+    proxies: Tuple[ProxyView, ...]
+    relative: Dict[int, float]  # the r(b) the choice was ranked with (r_med for the rule)
 
     @property
     def worst_regret(self) -> float:
         return max(p.regret for p in self.proxies)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return {
             "rule": self.choice.method,
             "batch_size": self.choice.batch_size,
@@ -89,13 +88,13 @@ class Ensemble:
         }
 
 
-def _checked(proxies: Proxies) -> dict[str, dict[int, float]]:
+def _checked(proxies: Proxies) -> Dict[str, Dict[int, float]]:
     if not proxies:
         raise UndercapError("the ensemble rule needs at least one proxy's r(b)")
     return {str(n): _check_relative(r, f"efficiency of proxy {n}") for n, r in proxies.items()}
 
 
-def _common(rel: dict[str, dict[int, float]]) -> list[int]:
+def _common(rel: Dict[str, Dict[int, float]]) -> List[int]:
     common = sorted(set.intersection(*(set(r) for r in rel.values())))
     if not common:
         raise ArtifactError(
@@ -107,8 +106,8 @@ def _common(rel: dict[str, dict[int, float]]) -> list[int]:
 
 
 def combined_relative(
-    proxies: Proxies, how: Callable[[list[float]], float] = statistics.median
-) -> dict[int, float]:
+    proxies: Proxies, how: Callable[[List[float]], float] = statistics.median
+) -> Dict[int, float]:
     """`how` (default the median) over the proxies of r_p(b), at the batch sizes every
     proxy has (steps 1 and 2)."""
     rel = _checked(proxies)
@@ -121,7 +120,7 @@ def regret_table(
     power_limit_w: Optional[float],
     *,
     margin_w: Optional[float] = None,
-) -> tuple[tuple[Choice, ...], dict[str, tuple[float, ...]]]:
+) -> Tuple[Tuple[Choice, ...], Dict[str, Tuple[float, ...]]]:
     """The candidates (every common b at its highest feasible clock) and, per proxy,
     each candidate's regret t * r_p(b) / min over the candidates - 1."""
     rel = _checked(proxies)
@@ -135,8 +134,8 @@ def regret_table(
 
 
 def _views(
-    profile: Profile, rel: dict[str, dict[int, float]], chosen: Choice, limit: Any, margin_w: Any
-) -> tuple[ProxyView, ...]:
+    profile: Profile, rel: Dict[str, Dict[int, float]], chosen: Choice, limit: Any, margin_w: Any
+) -> Tuple[ProxyView, ...]:
     cands, regrets = regret_table(profile, rel, limit, margin_w=margin_w)
     i = [(c.batch_size, c.freq_mhz) for c in cands].index((chosen.batch_size, chosen.freq_mhz))
     return tuple(
@@ -150,7 +149,7 @@ def _ranked(
     proxies: Proxies,
     limit: Optional[float],
     margin_w: Optional[float],
-    how: Callable[[list[float]], float],
+    how: Callable[[List[float]], float],
     method: str,
 ) -> Ensemble:
     rel = _checked(proxies)
@@ -179,7 +178,7 @@ def select_mean(
     margin_w: Optional[float] = None,
 ) -> Ensemble:
     """Control: Algorithm 1 on the mean over the proxies of r(b)."""
-    return _ranked(profile, proxies, power_limit_w, margin_w, statistics.fmean, "ensemble-mean")
+    return _ranked(profile, proxies, power_limit_w, margin_w, fmean, "ensemble-mean")
 
 
 def select_minimax(

@@ -21,10 +21,7 @@ budget the fastest wins; when none fits, InfeasibleError names the least energy 
 feasible configuration needs.
 """
 
-from __future__ import annotations
-
-from collections.abc import Iterable, Mapping
-from typing import Optional
+from typing import Iterable, Mapping, Optional, Tuple
 
 from undercap.artifacts.profile import Profile, ProfileRow
 from undercap.errors import InfeasibleError, UndercapError
@@ -67,7 +64,7 @@ def _candidates(
     relative: Mapping[int, float],
     limit: Optional[float],
     margin_w: Optional[float] = None,
-) -> Iterable[tuple[ProfileRow, float]]:
+) -> Iterable[Tuple[ProfileRow, float]]:
     rel = _check_relative(relative, "efficiency")
     for b, rows in sorted(_by_batch(profile).items()):
         if b in rel:

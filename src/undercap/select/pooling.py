@@ -5,11 +5,9 @@ undercap.efficiency-set/1). Pure and torch-free: recipes, capped() and the
 selection command all pool through here.
 """
 
-from __future__ import annotations
-
 import statistics
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Dict
 
 from undercap.artifacts.efficiency import (
     EFFICIENCY_SET_SCHEMA,
@@ -57,7 +55,7 @@ def several(eff: Efficiency) -> bool:
     return "proxies" in eff.extra
 
 
-def proxies_relative(proxies: Any) -> dict[int, float]:
+def proxies_relative(proxies: Any) -> Dict[int, float]:
     """The median r(b) of several proxies given as {name: r(b)}, an EfficiencySet, or a
     list of Efficiency objects or artifact paths (capped()'s `proxies=`)."""
     if isinstance(proxies, EfficiencySet):

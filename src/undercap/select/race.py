@@ -35,12 +35,10 @@ proxies' spread gives here. Pure: no I/O, no torch (tests/test_race.py, brute fo
 on recorded learning curves).
 """
 
-from __future__ import annotations
-
 import math
 import typing
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from undercap.artifacts import Profile
 from undercap.errors import UndercapError
@@ -57,7 +55,7 @@ Point = typing.Tuple[float, int, float]
 class RacePlan:
     """The candidates (the proxies' favourite first) and each one's device-time budget."""
 
-    candidates: tuple[Choice, ...]
+    candidates: Tuple[Choice, ...]
     budget_s: float  # device seconds each candidate trains in the race
     predicted_s: float  # the favourite's predicted training time the budget is a share of
     fraction: float
@@ -77,7 +75,7 @@ class RacePlan:
         bs = ", ".join(f"b={c.batch_size} at {c.freq_mhz:g} MHz" for c in self.candidates)
         return f"racing {bs} for {self.budget_s:.3g} s of device time each"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return {
             "candidates": [
                 {"batch_size": c.batch_size, "freq_mhz": c.freq_mhz, "predicted_score": c.score}
@@ -97,10 +95,10 @@ class Verdict:
 
     index: int
     reached: Optional[float]  # device time at which the winner reached the target in the race
-    scores: tuple[Optional[float], ...]  # each candidate's accuracy judged (None: no evaluation)
+    scores: Tuple[Optional[float], ...]  # each candidate's accuracy judged (None: no evaluation)
     why: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return {
             "index": self.index,
             "reached_s": self.reached,
@@ -152,7 +150,7 @@ def plan_race(
     )
 
 
-def _within(curve: typing.Sequence[Point], budget_s: float) -> list[Point]:
+def _within(curve: typing.Sequence[Point], budget_s: float) -> List[Point]:
     return [p for p in curve if p[0] <= budget_s * (1 + 1e-9)]
 
 
@@ -167,7 +165,7 @@ def judge(
     or the target: curves[i] is candidate i's evaluations (device time since its fork,
     samples, accuracy) in order. The first to reach the target within the budget wins
     there and the ones after it never run (their curves are ignored)."""
-    seen: list[Optional[list[Point]]] = []
+    seen: List[Optional[List[Point]]] = []
     for i, c in enumerate(curves):
         within = _within(c, budget_s)
         hit = next((p for p in within if p[2] >= target_accuracy), None)
@@ -186,7 +184,7 @@ def judge(
     return Verdict(0, None, scores, "no challenger beat the proxies' choice by the margin")
 
 
-def spent_in_race(verdict: Verdict, budget_s: float, lanes: int) -> list[float]:
+def spent_in_race(verdict: Verdict, budget_s: float, lanes: int) -> List[float]:
     """Each candidate's device time in a race where each trains its whole budget (the
     offline replay; the device measures it): up to the winner if it reached the
     target, the winner's own time to the target, nothing after it."""

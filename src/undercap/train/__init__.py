@@ -10,10 +10,10 @@ The names below load on first use (PEP 562): `undercap.train.spec` and
 `undercap.train.cap` stay torch-free for the commands that only plan a run.
 """
 
-from __future__ import annotations
-
 import importlib
 from typing import Any
+
+from undercap._compat import lazy_module_attributes
 
 _API = {
     "train": "undercap.train.runner",
@@ -32,3 +32,6 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(where), name)
     globals()[name] = value
     return value
+
+
+lazy_module_attributes(__name__, __getattr__)  # Python 3.6 (JetPack 4.6): no PEP 562

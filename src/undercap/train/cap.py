@@ -6,21 +6,15 @@ whole to selection (the limit it selects for) and training (the guard's limit, o
 follower that re-selects at every change: follow.py).
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
 from undercap import defaults
+from undercap._compat import Protocol
 from undercap.errors import UndercapError
 from undercap.select.core import check_power_limit_w
 from undercap.train.schedule import LiveSource, load_schedule
-
-try:  # typing.Protocol is Python 3.8+
-    from typing import Protocol
-except ImportError:  # pragma: no cover
-    Protocol = object  # type: ignore[assignment,misc]
 
 
 class Cap(Protocol):

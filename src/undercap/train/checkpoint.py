@@ -8,20 +8,19 @@ Nothing is lost but the work since the last checkpoint.
 
 Writes go to a temp file in the same folder, fsync'd, then os.replace'd over the old
 checkpoint: a SIGKILL mid-write leaves the previous checkpoint intact (rename is
-atomic on POSIX). Loading uses torch.load(weights_only=True): the file holds only
-tensors and plain containers, so no pickled code is ever executed from it.
+atomic on POSIX). Loading refuses all but tensors and plain containers (torch.load's
+weights_only, or its equal on torch 1.10: models/torchload.py), so no pickled code is
+ever executed from it.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import torch
 
 from undercap.artifacts.io import atomic_path
 from undercap.errors import ArtifactError, UndercapError
+from undercap.models.torchload import load_tensors
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_SCHEMA = "undercap.train-checkpoint/1"
@@ -39,13 +38,13 @@ def save_checkpoint(checkpoint_dir: Union[str, Path], state: Mapping[str, Any]) 
     return path
 
 
-def load_checkpoint(checkpoint_dir: Union[str, Path]) -> Optional[dict[str, Any]]:
+def load_checkpoint(checkpoint_dir: Union[str, Path]) -> Optional[Dict[str, Any]]:
     """The saved checkpoint, or None when the folder has none."""
     path = checkpoint_path(checkpoint_dir)
     if not path.exists():
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = load_tensors(path)
     except Exception as e:  # truncated or foreign file: say which and what to do
         raise ArtifactError(
             f"cannot read checkpoint {path} ({type(e).__name__}); delete it to start over"
@@ -70,8 +69,8 @@ def check_same_config(saved: Mapping[str, Any], current: Mapping[str, Any], wher
 
 
 def checkpoint_to_resume(
-    checkpoint_dir: Optional[Union[str, Path]], resume: bool, config: dict[str, Any]
-) -> Optional[dict[str, Any]]:
+    checkpoint_dir: Optional[Union[str, Path]], resume: bool, config: Dict[str, Any]
+) -> Optional[Dict[str, Any]]:
     """The checkpoint a run continues from: None for a fresh run. Refuses to resume
     nothing, to overwrite a resumable run without --resume, and to mix configs."""
     if checkpoint_dir is None:

@@ -9,8 +9,6 @@ written, so a killed run keeps its log up to its last evaluation. A resumed run
 appends. Torch-free except for TensorBoard's writer (torch.utils.tensorboard).
 """
 
-from __future__ import annotations
-
 import csv
 import json
 import math
@@ -70,7 +68,7 @@ class EvalLog:
     @classmethod
     def open(
         cls, path: Union[str, Path, None], tensorboard_dir: Union[str, Path, None] = None
-    ) -> Optional[EvalLog]:
+    ) -> "Optional[EvalLog]":
         """An EvalLog, or None when neither a file nor a TensorBoard folder is asked for."""
         if path is None and tensorboard_dir is None:
             return None

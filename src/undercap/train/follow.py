@@ -14,8 +14,6 @@ At each change of the cap (train/schedule.py) the follower
 Its state goes into checkpoints, so a resumed run continues the schedule.
 """
 
-from __future__ import annotations
-
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional
 

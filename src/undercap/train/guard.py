@@ -32,15 +32,13 @@ window (the robust peak's window, devices/sampler.py).
 A run must never exceed its limit silently. No torch import.
 """
 
-from __future__ import annotations
-
 import math
 import sys
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from undercap import defaults
+from undercap._compat import Protocol
 from undercap.devices.base import SNAP_TOLERANCE_MHZ, Device
 from undercap.devices.sampler import summarize
 from undercap.errors import CapExceededError, DevicePermissionError
@@ -70,11 +68,11 @@ class GuardEvent:
     from_batch_size: Optional[int] = None  # BATCH_DOWN only
     to_batch_size: Optional[int] = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GuardEvent:
+    def from_dict(cls, d: Dict[str, Any]) -> "GuardEvent":
         return cls(
             t_s=float(d["t_s"]),
             samples=int(d["samples"]),
@@ -103,7 +101,7 @@ def can_control_clocks(device: Device) -> bool:
         return False
 
 
-def next_lower_freq_mhz(freqs_mhz: tuple[float, ...], current_mhz: float) -> Optional[float]:
+def next_lower_freq_mhz(freqs_mhz: Tuple[float, ...], current_mhz: float) -> Optional[float]:
     """The highest supported frequency strictly below `current_mhz`, or None."""
     lower = [f for f in freqs_mhz if f < current_mhz - 1e-6]
     return max(lower) if lower else None
@@ -128,7 +126,7 @@ def guard_window_s(device: Device, window_s: float) -> float:
     return max(window_s, defaults.SENSOR_UPDATES_PER_WINDOW * update)
 
 
-def snap_note(snap: Optional[dict[str, float]], device_name: str) -> Optional[str]:
+def snap_note(snap: Optional[Dict[str, float]], device_name: str) -> Optional[str]:
     """A line for the result when the run did not get the clock it asked for."""
     if not snap:
         return None
@@ -138,7 +136,7 @@ def snap_note(snap: Optional[dict[str, float]], device_name: str) -> Optional[st
     return f"locked {step:g} MHz but {device_name} read back {actual:g} MHz"
 
 
-def finish_run(session: Any) -> list[str]:
+def finish_run(session: Any) -> List[str]:
     """The end of a training session (train/session.py): `PowerGuard.finish` at its
     clock, training time and samples; lines for the result's warnings."""
     return session.guard.finish(session.device.now_s(), session.acc.train_time_s, session.samples)
@@ -161,9 +159,9 @@ class PowerGuard:
         *,
         window_s: float = defaults.GUARD_WINDOW_S,
         start_s: float = 0.0,
-        events: Optional[list[GuardEvent]] = None,
+        events: Optional[List[GuardEvent]] = None,
         warn: bool = True,
-        batch_down: Optional[Callable[[], Optional[tuple[int, int]]]] = None,
+        batch_down: Optional[Callable[[], Optional[Tuple[int, int]]]] = None,
     ) -> None:
         if window_s <= 0:
             raise ValueError("guard window must be positive")
@@ -171,7 +169,7 @@ class PowerGuard:
         self.sampler = sampler
         self.limit_w = limit_w
         self.window_s = guard_window_s(device, window_s)
-        self.events: list[GuardEvent] = list(events or [])
+        self.events: List[GuardEvent] = list(events or [])
         self.exceeded_windows = 0  # windows over the limit (read-only: several per event)
         self._since_s = start_s  # device time since which the current clocks held
         self._checked_s = start_s  # windows ending up to here are judged
@@ -205,7 +203,7 @@ class PowerGuard:
             return self._batch_down(current, worst_w, train_time_s, samples)
         return self._record(current, worst_w, train_time_s, samples, READ_ONLY)
 
-    def finish(self, now_s: float, train_time_s: float, samples: int) -> list[str]:
+    def finish(self, now_s: float, train_time_s: float, samples: int) -> List[str]:
         """Judge what the last `check` did not (a run shorter than one window: its mean
         over the whole run) and return lines for the result's warnings."""
         notes = [n for n in (snap_note(self._snap, self.device.name),) if n]
@@ -324,7 +322,7 @@ class PowerGuard:
         )
         return event
 
-    def _freqs(self) -> tuple[float, ...]:
+    def _freqs(self) -> Tuple[float, ...]:
         return tuple(sorted(self.device.available_freqs_mhz()))
 
     def _say(self, line: str) -> None:

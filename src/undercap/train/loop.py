@@ -16,15 +16,12 @@ A test hook (`KILL_AFTER_SAMPLES_ENV`) kills the process at a chosen step, so ki
 and resume tests do not depend on how fast the machine is.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import os
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -98,7 +95,7 @@ class LoopResult:
     samples_trained: int
     steps: int
     final_accuracy: float
-    curve: tuple[EvalPoint, ...]
+    curve: Tuple[EvalPoint, ...]
     train_wall_s: float  # host seconds spent in training steps
     eval_wall_s: float  # host seconds spent evaluating (not charged to training)
 
@@ -126,7 +123,7 @@ def evaluate(
     objective: Optional[Objective] = None,
     batch_size: int = 512,
     device: Union[torch.device, str] = "cpu",
-) -> tuple[float, float]:
+) -> Tuple[float, float]:
     """The target metric (default top-1 accuracy) and the mean loss over (x, y)."""
     obj = objective or make_objective()
     was_training = model.training
@@ -154,12 +151,12 @@ class Trainer:
     cfg: LoopConfig
     torch_device: Union[torch.device, str] = "cpu"
     #: called after every optimizer step with (trainer, step_batch_size); may raise to stop
-    on_step: Optional[Callable[[Trainer, int], None]] = None
+    on_step: "Optional[Callable[[Trainer, int], None]]" = None
     #: called after every evaluation with (trainer, point)
-    on_eval: Optional[Callable[[Trainer, EvalPoint], None]] = None
+    on_eval: "Optional[Callable[[Trainer, EvalPoint], None]]" = None
     samples: int = 0
     steps: int = 0
-    curve: list[EvalPoint] = field(default_factory=list)
+    curve: List[EvalPoint] = field(default_factory=list)
     samples_to_target: Optional[int] = None
     train_wall_s: float = 0.0
     eval_wall_s: float = 0.0
@@ -196,7 +193,7 @@ class Trainer:
             x_eval = x_eval.contiguous(memory_format=torch.channels_last)
         self._x_eval, self._y_eval = x_eval, y_eval
 
-    def _recipe_parts(self) -> tuple[Any, Any]:
+    def _recipe_parts(self) -> Tuple[Any, Any]:
         """The user's LR scheduler and training step (None: undercap's)."""
         recipe = self.cfg.recipe
         if recipe.is_default:
@@ -353,7 +350,7 @@ class Trainer:
         )
 
     # --- checkpointing -------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> Dict[str, Any]:
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -374,7 +371,7 @@ class Trainer:
             "eval_wall_s": self.eval_wall_s,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler") is not None:

@@ -12,8 +12,6 @@ a model whose output does not fit the labels fails with one line instead of a
 traceback deep in the loss.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 

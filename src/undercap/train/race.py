@@ -10,14 +10,12 @@ are the race's cost, added to the training's time to accuracy and energy here
 (`with_race`), so the race is never free in a reported number.
 """
 
-from __future__ import annotations
-
 import csv
 import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from undercap.artifacts.train_result import TrainResult
 from undercap.select.race import RacePlan, Verdict, judge, race_cost
@@ -29,7 +27,7 @@ class Lane:
 
     batch_size: int
     freq_mhz: Optional[float]
-    curve: tuple[tuple[float, int, float], ...]  # (device_time_s, samples, accuracy)
+    curve: Tuple[Tuple[float, int, float], ...]  # (device_time_s, samples, accuracy)
     train_time_s: float
     energy_j: float
     samples: int
@@ -37,13 +35,13 @@ class Lane:
     peak_power_w: float
     limit_exceeded: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
         d["curve"] = [{"device_time_s": t, "samples": n, "accuracy": a} for t, n, a in self.curve]
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Lane:
+    def from_dict(cls, d: Dict[str, Any]) -> "Lane":
         curve = tuple(
             (float(p["device_time_s"]), int(p["samples"]), float(p["accuracy"])) for p in d["curve"]
         )
@@ -74,14 +72,14 @@ def lane_of(result: TrainResult, evals_csv: Path) -> Lane:
 class RaceRecord:
     """What train.json's "race" holds: the plan, every lane, the verdict, the cost."""
 
-    plan: dict[str, Any]
-    lanes: tuple[Lane, ...]
-    verdict: dict[str, Any]
-    winner: dict[str, Any]  # {"batch_size", "freq_mhz"}
+    plan: Dict[str, Any]
+    lanes: Tuple[Lane, ...]
+    verdict: Dict[str, Any]
+    winner: Dict[str, Any]  # {"batch_size", "freq_mhz"}
     cost_s: float  # the losers' device time: added to the time to accuracy
     cost_j: float  # the losers' energy: added to the energy
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return {
             "plan": self.plan,
             "lanes": [lane.to_dict() for lane in self.lanes],
@@ -92,12 +90,12 @@ class RaceRecord:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RaceRecord:
+    def from_dict(cls, d: Dict[str, Any]) -> "RaceRecord":
         lanes = tuple(Lane.from_dict(x) for x in d["lanes"])
         return cls(d["plan"], lanes, d["verdict"], d["winner"], d["cost_s"], d["cost_j"])
 
 
-def decide(plan: RacePlan, lanes: list[Lane], target_accuracy: float) -> RaceRecord:
+def decide(plan: RacePlan, lanes: List[Lane], target_accuracy: float) -> RaceRecord:
     """Judge the lanes run so far (select/race.judge) and count the cost. A lane ends at
     the first step past the budget, so its every evaluation is within its own run."""
     budget = max([plan.budget_s] + [lane.train_time_s for lane in lanes])

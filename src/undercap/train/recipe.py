@@ -3,8 +3,6 @@ LR scheduler and the training step from their import paths, with the paper's sqr
 scaling applied to the optimizer's own rates. Every problem is one UndercapError line
 naming the import path and what was expected."""
 
-from __future__ import annotations
-
 import inspect
 import math
 from typing import Any, Callable, Optional

@@ -2,12 +2,9 @@
 matches the uninterrupted one bit for bit, as on the CPU), and the test hook that kills
 a run at a chosen step (train/loop.py uses both)."""
 
-from __future__ import annotations
-
 import contextlib
 import os
-from collections.abc import Iterator
-from typing import Optional
+from typing import Iterator, Optional
 
 import torch
 

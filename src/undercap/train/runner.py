@@ -14,12 +14,10 @@ pending, or right after an evaluation, so a resumed run repeats exactly the step
 and evaluations the killed one would have made.
 """
 
-from __future__ import annotations
-
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
@@ -51,9 +49,9 @@ class _Checkpointing:
     identity (setup.RunSetup.config), the clock it started at and its warnings."""
 
     options: RunOptions
-    config: dict[str, Any]
+    config: Dict[str, Any]
     freq_mhz_start: Optional[float]
-    warnings: list[str]
+    warnings: List[str]
 
 
 class _Hooks:
@@ -67,7 +65,7 @@ class _Hooks:
         self.budget_s = ckpt.options.time_budget_s  # a race's lane: device seconds (race.py)
         self._eval_t0 = time.perf_counter()  # host clock when the pending evaluation began
 
-    def switch(self, trainer: Trainer, batch_size: int) -> None:
+    def switch(self, trainer: "Trainer", batch_size: int) -> None:
         """Train with `batch_size` from the next step on (a changing cap or the guard
         moved there: session.on_switch), with the learning rate re-scaled by the same
         sqrt rule; the optimizer state and the data order stay."""
@@ -75,7 +73,7 @@ class _Hooks:
             self.session.device.check_fits(self.session.workload, batch_size)
             trainer.set_batch_size(batch_size, self.spec.lr_for(batch_size))
 
-    def on_step(self, trainer: Trainer, batch: int) -> None:
+    def on_step(self, trainer: "Trainer", batch: int) -> None:
         self.session.step(batch)  # a switch of the batch size reaches self.switch
         self.bar.update(batch)
         spent = self.budget_s is not None and self.session.acc.train_time_s >= self.budget_s
@@ -91,7 +89,7 @@ class _Hooks:
                 self.save(trainer)
         trainer.stop = trainer.stop or spent
 
-    def on_eval(self, trainer: Trainer, point: EvalPoint) -> None:
+    def on_eval(self, trainer: "Trainer", point: "EvalPoint") -> None:
         wall = time.perf_counter() - self._eval_t0
         self.session.add_eval(trainer.eval_items, trainer.cfg.eval_batch_size, wall)
         acc = self.session.acc
@@ -108,7 +106,7 @@ class _Hooks:
         if self.eval_log is not None:
             self.eval_log.close()
 
-    def _checkpoint_due(self, trainer: Trainer) -> bool:
+    def _checkpoint_due(self, trainer: "Trainer") -> bool:
         o, acc = self.ckpt.options, self.session.acc
         if o.checkpoint_dir is None:
             return False
@@ -120,7 +118,7 @@ class _Hooks:
         )
         return by_time or by_samples
 
-    def save(self, trainer: Trainer) -> None:
+    def save(self, trainer: "Trainer") -> None:
         acc = self.session.acc
         acc.last_ckpt_time_s, acc.last_ckpt_samples = acc.train_time_s, trainer.samples
         _save(
@@ -141,7 +139,7 @@ class _Hooks:
         )
 
 
-def _loop(trainer: Trainer, hooks: _Hooks, ckpt_dir: Any) -> Any:
+def _loop(trainer: "Trainer", hooks: _Hooks, ckpt_dir: Any) -> Any:
     """The loop to its end, checkpointed at the end; a run stopped over its cap is
     checkpointed first (guard.py), so the same command with --resume goes on."""
     session = hooks.session
@@ -167,7 +165,7 @@ def _loop(trainer: Trainer, hooks: _Hooks, ckpt_dir: Any) -> Any:
 def train(
     device: Device,
     spec: TrainSpec,
-    data: Splits,
+    data: "Splits",
     options: Optional[RunOptions] = None,
     reselector: Optional[Reselector] = None,
 ) -> TrainResult:
@@ -189,7 +187,7 @@ def train(
 def train_on_device(
     device: Device,
     model_name: str,
-    data: Splits,
+    data: "Splits",
     *,
     checkpoint_dir: Optional[Union[str, Path]] = None,
     checkpoint_every_s: Optional[float] = defaults.CHECKPOINT_EVERY_S,
@@ -241,7 +239,7 @@ def train_on_device(
 def _run(
     device: Device,
     setup: RunSetup,
-    saved: Optional[dict[str, Any]],
+    saved: Optional[Dict[str, Any]],
     options: RunOptions,
     follower: Optional[CapFollower],
 ) -> TrainResult:

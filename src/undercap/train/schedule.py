@@ -27,8 +27,6 @@ time is Algorithm 1 at the new cap; it does change what an energy budget still
 allows (the remaining budget must cover the remaining work).
 """
 
-from __future__ import annotations
-
 import csv
 import math
 from dataclasses import dataclass

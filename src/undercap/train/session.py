@@ -24,14 +24,11 @@ with the batch size: the guard moves to the next smaller one of `batch_ladder`
 (halving where none is given) at the next step boundary, recorded as a segment.
 """
 
-from __future__ import annotations
-
 import contextlib
 import dataclasses
 import math
 import sys
-from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from undercap import defaults
 from undercap.artifacts.workload import Workload
@@ -54,7 +51,7 @@ LOCKED, AS_FOUND, READ_ONLY_AS_FOUND = "locked", "as found", "read-only: clocks 
 class Accounts:
     """Device-side totals of the training spans; they survive a resume (checkpoint)."""
 
-    def __init__(self, saved: Optional[dict[str, Any]] = None) -> None:
+    def __init__(self, saved: Optional[Dict[str, Any]] = None) -> None:
         s = saved or {}
         self.train_time_s = float(s.get("train_time_s", 0.0))
         self.energy_j = float(s.get("energy_j", 0.0))
@@ -66,7 +63,7 @@ class Accounts:
         self.last_ckpt_time_s = float(s.get("last_ckpt_time_s", self.train_time_s))
         self.last_ckpt_samples = int(s.get("last_ckpt_samples", 0))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return dict(vars(self))
 
 
@@ -106,7 +103,7 @@ class Session:
         guard_window_s: float = defaults.GUARD_WINDOW_S,
         sample_rate_hz: float = defaults.TRAIN_SAMPLE_RATE_HZ,
         cuda_sync: Optional[Callable[[], None]] = None,
-        saved: Optional[dict[str, Any]] = None,
+        saved: Optional[Dict[str, Any]] = None,
         samples: int = 0,
         follower: Optional[CapFollower] = None,
         batch_size: Optional[int] = None,
@@ -133,7 +130,7 @@ class Session:
             else SegmentLog(saved.get("segments") if saved else None)
         )
         self.clocks: Optional[str] = None  # LOCKED, AS_FOUND or READ_ONLY_AS_FOUND
-        self.notes: list[str] = []  # lines for the result's warnings
+        self.notes: List[str] = []  # lines for the result's warnings
         self.last_step_s = 0.0  # device time of the latest step
         self._control = False
         self._seg_peak_w = self._seg_max_raw_w = 0.0
@@ -142,7 +139,7 @@ class Session:
         self._events_from = 0
 
     # --- lifecycle ------------------------------------------------------------------
-    def __enter__(self) -> Session:
+    def __enter__(self) -> "Session":
         from undercap.devices.sampler import PowerSampler
 
         with contextlib.ExitStack() as stack:
@@ -215,7 +212,7 @@ class Session:
         self.notes.append(line)
         print(f"note: {line}", file=sys.stderr, flush=True)
 
-    def _batch_down(self) -> Optional[tuple[int, int]]:
+    def _batch_down(self) -> Optional[Tuple[int, int]]:
         """The guard's read-only step (guard.py): the next smaller batch size from the
         next step on, in a segment of its own; None when none is left."""
         b = int(self.batch_size or 0)
@@ -238,11 +235,11 @@ class Session:
         if changed and self.on_switch is not None:
             self.on_switch(batch_size)
 
-    def segment_state(self) -> Optional[dict[str, Any]]:
+    def segment_state(self) -> Optional[Dict[str, Any]]:
         """A fixed cap's segments for a checkpoint (a follower saves its own)."""
         return None if self.follower is not None else self.log.state(self)
 
-    def segments(self) -> tuple[dict[str, Any], ...]:
+    def segments(self) -> Tuple[Dict[str, Any], ...]:
         """The result's segments: the follower's, or a fixed cap's once the batch size
         changed (a run that never switched has none)."""
         segs = tuple(self.log.segments)
@@ -358,7 +355,7 @@ class Session:
         self._begin_span()
 
     # --- what happened ----------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Dict[str, Any]:
         """The accounts with this process's power peaks (and whole-window energy)."""
         stats = self.sampler.stats()
         self._seg_peak_w = max(self._seg_peak_w, float(stats.peak_w))

@@ -7,12 +7,10 @@ are the same procedure. `config` is the run's identity: a checkpoint written und
 different one is refused on resume.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import hashlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from undercap.artifacts.train_result import TrainResult
 from undercap.artifacts.workload import Workload
@@ -41,15 +39,15 @@ class RunSetup:
     trainer: Trainer
     workload: Workload
     cuda_sync: Any
-    config: dict[str, Any]
-    device_info: dict[str, Any]
+    config: Dict[str, Any]
+    device_info: Dict[str, Any]
     simulated: bool
-    init: dict[str, Any]
+    init: Dict[str, Any]
     torch_device: str
-    warnings: list[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
 
     @classmethod
-    def build(cls, device: Device, spec: TrainSpec, data: Splits) -> RunSetup:
+    def build(cls, device: Device, spec: TrainSpec, data: Splits) -> "RunSetup":
         import torch
 
         from undercap.models.weights import initial_model
@@ -84,7 +82,7 @@ class RunSetup:
             warnings=warnings,
         )
 
-    def result_config(self) -> dict[str, Any]:
+    def result_config(self) -> Dict[str, Any]:
         """The result's `config`: the run's identity, its weights and torch device."""
         return {
             **self.config,
@@ -96,16 +94,16 @@ class RunSetup:
     def result(
         self,
         loop: LoopResult,
-        acc: dict[str, Any],
+        acc: Dict[str, Any],
         *,
         guard: PowerGuard,
         freq_start: Optional[float],
         freq_final: Optional[float],
         energy_source: str,
-        warnings: list[str],
+        warnings: List[str],
         resumed_from: Optional[int],
-        provenance: dict[str, Any],
-        segments: tuple[dict[str, Any], ...] = (),
+        provenance: Dict[str, Any],
+        segments: Tuple[Dict[str, Any], ...] = (),
         schedule: Optional[str] = None,
         clocks: Optional[str] = None,
     ) -> TrainResult:
@@ -151,10 +149,10 @@ class RunSetup:
         )
 
 
-def _loop_fields(loop: LoopResult) -> dict[str, Any]:
+def _loop_fields(loop: LoopResult) -> Dict[str, Any]:
     """What the loop itself reports, as the result's fields."""
     keys = ("reached", "samples_to_target", "samples_trained", "steps", "final_accuracy")
-    out: dict[str, Any] = {k: getattr(loop, k) for k in keys}
+    out: Dict[str, Any] = {k: getattr(loop, k) for k in keys}
     out.update(eval_wall_s=loop.eval_wall_s, train_wall_s=loop.train_wall_s)
     out["curve"] = tuple(asdict(p) for p in loop.curve)
     return out
@@ -172,7 +170,7 @@ def _to_torch_device(data: Splits, tdev: str) -> Splits:
     )
 
 
-def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> dict[str, Any]:
+def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> Dict[str, Any]:
     """Everything that makes a run this run: a checkpoint of another is refused."""
     from undercap.artifacts.io import file_sha256
     from undercap.models.user import code_digest
@@ -199,13 +197,13 @@ def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> di
     }
 
 
-def _over(segment: dict[str, Any]) -> bool:
+def _over(segment: Dict[str, Any]) -> bool:
     """A training segment whose robust peak went above its own limit."""
     limit, peak = segment.get("power_limit_w"), segment.get("peak_power_w")
     return segment.get("batch_size") is not None and None not in (limit, peak) and peak > limit
 
 
-def _over_warning(s: dict[str, Any]) -> str:
+def _over_warning(s: Dict[str, Any]) -> str:
     return (
         f"segment {s['start_s']:.3g}-{s['end_s']:.3g} s: robust peak "
         f"{s['peak_power_w']:.2f} W above its {s['power_limit_w']:g} W limit"
@@ -213,8 +211,8 @@ def _over_warning(s: dict[str, Any]) -> str:
 
 
 def limit_warnings(
-    acc: dict[str, Any], events: list[dict[str, Any]], limit: Optional[float], window_s: float
-) -> list[str]:
+    acc: Dict[str, Any], events: List[Dict[str, Any]], limit: Optional[float], window_s: float
+) -> List[str]:
     """What to say about the power limit after a run (a run never exceeds it silently)."""
     if limit is None:
         return []

@@ -6,11 +6,9 @@ model name (the model is the loop's) and the target it was given, if any
 (train/setting.py).
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 from undercap import defaults
 from undercap.errors import UndercapError
@@ -104,7 +102,7 @@ class TrainSpec(UserCode, _Run):
     deterministic: bool = False
     # read-only clocks: the batch sizes the guard may step down to over the cap
     # (the selection's candidates; empty: halving; session.py)
-    batch_ladder: tuple[int, ...] = ()
+    batch_ladder: Tuple[int, ...] = ()
 
     @property
     def power_limit_w(self) -> Optional[float]:
@@ -138,11 +136,11 @@ class TrainSpec(UserCode, _Run):
     @classmethod
     def from_selection(
         cls,
-        selection: Selection,
+        selection: "Selection",
         *,
         cap: Optional[Cap] = None,
         torch_device: str = "auto",
-    ) -> TrainSpec:
+    ) -> "TrainSpec":
         """The run a selection describes: its choice (b, the clock to lock, the cap, the
         batch sizes a read-only device steps down through) and its `training` block
         (how the run it came from trained). `cap`: a cap that changes, which the
@@ -171,7 +169,7 @@ class TrainSpec(UserCode, _Run):
         base_lr = self.base_lr if self.base_lr is not None else model_spec(self.model).base_lr
         return scaled_lr(base_lr, batch_size, self.b_max)
 
-    def loop_config(self) -> LoopConfig:
+    def loop_config(self) -> "LoopConfig":
         """The loop's settings, as the estimate sets them (sqrt LR scaling, Sec. 4.2)."""
         from undercap.models.registry import model_spec
         from undercap.train.loop import LoopConfig

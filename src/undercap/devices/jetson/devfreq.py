@@ -23,12 +23,10 @@ maximum is above it (someone raised it: that value); with no mode known, the
 effective maximum (0 where it is the table's top).
 """
 
-from __future__ import annotations
-
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from undercap.devices.jetson.nvpmodel import ModeRange
 from undercap.devices.jetson.sysfs import kernel_release, l4t_release
@@ -90,14 +88,14 @@ def max_request_hz(
 def saved_limits(
     rules: DevfreqRules,
     table: Sequence[int],
-    effective: tuple[int, int],
+    effective: Tuple[int, int],
     mode: Optional[ModeRange],
     mode_known: bool,
-) -> dict[str, Any]:
+) -> Dict[str, Any]:
     """The limit fields of a saved state: the effective range as read, plus on 5.x
     kernels the requests to write back."""
     lo, hi = effective
-    state: dict[str, Any] = {"min_freq_hz": lo, "max_freq_hz": hi, "pm_qos": rules.qos}
+    state: Dict[str, Any] = {"min_freq_hz": lo, "max_freq_hz": hi, "pm_qos": rules.qos}
     if rules.qos:
         state["min_request_hz"] = min_request_hz(table, lo)
         state["max_request_hz"] = max_request_hz(table, hi, mode, mode_known)

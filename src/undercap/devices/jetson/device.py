@@ -18,13 +18,11 @@ max_freq request, so that filter is what keeps a lock inside the mode.
 Read-only mode measures (frequency, power) and never writes anything.
 """
 
-from __future__ import annotations
-
 import logging
 import math
 import re
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from undercap.devices.base import Device, DeviceInfo, torch_cuda_synchronize
 from undercap.devices.jetson.devfreq import devfreq_rules, saved_limits
@@ -117,10 +115,10 @@ class JetsonDevice(RestoresOnCrash, Device):
         )
         self.power = PowerRails(find_rails(self.root), self.root)
         self.state_file = Path(state_file or state_path(self.device_key, state_dir(self.root)))
-        self.last_snap: Optional[dict[str, float]] = None
+        self.last_snap: Optional[Dict[str, float]] = None
 
     # --- clocks ---------------------------------------------------------------------
-    def _read_table(self) -> tuple[int, ...]:
+    def _read_table(self) -> Tuple[int, ...]:
         path = self.node.attr("available_frequencies")
         text = read_attr(path)
         try:
@@ -131,12 +129,12 @@ class JetsonDevice(RestoresOnCrash, Device):
             raise DeviceError(f"{path} lists no frequencies")
         return table
 
-    def _allowed_hz(self) -> tuple[int, ...]:
+    def _allowed_hz(self) -> Tuple[int, ...]:
         """The table steps the nvpmodel mode allows, floor to ceiling (e.g. Nano 5W:
         up to 614.4 MHz; TX2 MAXP_CORE_ARM: up to 1134.75 MHz; nvpmodel.py)."""
         return self.mode.allowed(self._all_hz)
 
-    def available_freqs_mhz(self) -> tuple[float, ...]:
+    def available_freqs_mhz(self) -> Tuple[float, ...]:
         return tuple(_mhz(f) for f in self._allowed_hz())
 
     def current_freq_mhz(self) -> float:
@@ -236,7 +234,7 @@ class JetsonDevice(RestoresOnCrash, Device):
     def boot_id(self) -> Optional[str]:
         return read_boot_id(self.root)
 
-    def _current_state(self) -> dict[str, Any]:
+    def _current_state(self) -> Dict[str, Any]:
         effective = (read_int(self.node.attr("min_freq")), read_int(self.node.attr("max_freq")))
         known = self.nvpmodel is not None and self.nvpmodel.conf_path is not None
         return {
@@ -250,10 +248,10 @@ class JetsonDevice(RestoresOnCrash, Device):
         root = "" if self.root == Path("/") else f" --sysfs-root {self.root}"
         return f"undercap restore --device jetson{root}"
 
-    def _state_open_args(self) -> dict[str, Any]:
+    def _state_open_args(self) -> Dict[str, Any]:
         return {"sysfs_root": str(self.root.resolve())}
 
-    def apply_state(self, state: dict[str, Any]) -> None:
+    def apply_state(self, state: Dict[str, Any]) -> None:
         """Write saved settings back (only those that differ), in a valid order."""
         if state.get("devfreq_node") != self.node.name:
             raise DeviceError(
@@ -286,7 +284,7 @@ class JetsonDevice(RestoresOnCrash, Device):
         torch_cuda_synchronize()
 
     # --- description ----------------------------------------------------------------
-    def _control_status(self) -> tuple[bool, str]:
+    def _control_status(self) -> Tuple[bool, str]:
         if self.read_only:
             return False, "no: read-only mode"
         paths = [self.node.attr("min_freq"), self.node.attr("max_freq")]
@@ -302,7 +300,7 @@ class JetsonDevice(RestoresOnCrash, Device):
         except DeviceError:
             memory = 0
         node = self.node
-        details: dict[str, Any] = {
+        details: Dict[str, Any] = {
             "board": board_model(self.root),
             "l4t": l4t_release(self.root),
             "gpu": _gpu_arch(node),

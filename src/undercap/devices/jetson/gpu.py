@@ -9,11 +9,9 @@ putting railgate_enable back; undercap does the same when it may write, and
 otherwise says in one line what is going on and what to run.
 """
 
-from __future__ import annotations
-
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from undercap.devices.jetson.sysfs import (
     DevfreqNode,
@@ -74,7 +72,7 @@ def locate_gpu(
     read_only: bool,
     writer: Writer,
     sleep: Callable[[float], None] = time.sleep,
-) -> tuple[DevfreqNode, Optional[str]]:
+) -> Tuple[DevfreqNode, Optional[str]]:
     """The GPU's devfreq node, and a note when undercap had to power the GPU up to
     make it appear. Raises JetsonUnavailable (Thor, or not ready and may not write)
     or DeviceError (no Jetson GPU at all)."""
@@ -112,7 +110,7 @@ def _write(writer: Writer, path: Path, value: str) -> None:
 
 def _wake(
     root: Path, railgate: Path, writer: Writer, sleep: Callable[[float], None]
-) -> tuple[str, Optional[DevfreqNode]]:
+) -> Tuple[str, Optional[DevfreqNode]]:
     """Power the GPU up (railgate_enable 0), look for its devfreq node, and put
     railgate_enable back on every path (the node stays registered)."""
     original = read_attr(railgate)

@@ -19,15 +19,14 @@ Where the facts come from:
   table: the nearest step, which gives the TX2's observed 1134.75 MHz.
 """
 
-from __future__ import annotations
-
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from undercap._compat import run_captured
 from undercap.devices.jetson.sysfs import read_optional
 
 Runner = Callable[[List[str]], str]
@@ -57,7 +56,7 @@ class ModeRange:
     ceiling_hz: int
     ceiling_source: str  # "no cap", "kernel max_freq", "conf rounded to the table", ...
 
-    def allowed(self, table: Sequence[int]) -> tuple[int, ...]:
+    def allowed(self, table: Sequence[int]) -> Tuple[int, ...]:
         steps = tuple(f for f in table if self.floor_hz <= f <= self.ceiling_hz)
         return steps or (min(table, key=lambda f: abs(f - self.ceiling_hz)),)
 
@@ -66,7 +65,7 @@ def _limit(hz: int) -> Optional[int]:
     return hz if 0 < hz < NO_LIMIT_HZ else None
 
 
-def parse_nvpmodel_query(text: str) -> Optional[tuple[str, int]]:
+def parse_nvpmodel_query(text: str) -> Optional[Tuple[str, int]]:
     """`nvpmodel -q` output -> (mode name, mode id). The id is on the line after
     'NV Power Mode: <name>' (newer releases print other lines first)."""
     lines = [ln.strip() for ln in text.splitlines()]
@@ -87,7 +86,7 @@ _DEFAULT = re.compile(r"^<\s*PM_CONFIG\s+DEFAULT=(\d+)\s*>")
 _PATH_LIMIT = re.compile(r"/devfreq/[0-9a-f]+\.(gpu|gp10b|gv11b|ga10b)/(max|min)_freq$")
 
 
-def _gpu_limit(parts: list[str]) -> Optional[tuple[str, int]]:
+def _gpu_limit(parts: List[str]) -> Optional[Tuple[str, int]]:
     """('gpu_max_freq_hz' | 'gpu_min_freq_hz', Hz) for a GPU limit line, else None."""
     if len(parts) >= 3 and parts[0] == "GPU" and parts[1] in ("MAX_FREQ", "MIN_FREQ"):
         key, value = parts[1], parts[2]
@@ -101,10 +100,10 @@ def _gpu_limit(parts: list[str]) -> Optional[tuple[str, int]]:
         return None
 
 
-def parse_nvpmodel_conf(text: str) -> tuple[dict[int, dict[str, object]], Optional[int]]:
+def parse_nvpmodel_conf(text: str) -> Tuple[Dict[int, Dict[str, object]], Optional[int]]:
     """/etc/nvpmodel.conf -> ({id: {"name", "gpu_max_freq_hz", "gpu_min_freq_hz"}},
     default id). Limits are None for "no limit"; PARAM blocks are skipped."""
-    modes: dict[int, dict[str, object]] = {}
+    modes: Dict[int, Dict[str, object]] = {}
     default: Optional[int] = None
     current: Optional[int] = None
     for raw in text.splitlines():
@@ -140,16 +139,14 @@ def default_nvpmodel_runner(root: Path) -> Optional[Runner]:
     if binary is None:
         return None
 
-    def run(args: list[str]) -> str:
-        out = subprocess.run(
-            [binary, *args], capture_output=True, text=True, timeout=10, check=False
-        )
+    def run(args: List[str]) -> str:
+        out = run_captured([binary, *args], timeout=10, check=False)
         return out.stdout
 
     return run
 
 
-def _active_mode(root: Path, runner: Optional[Runner]) -> tuple[Optional[str], Optional[int], str]:
+def _active_mode(root: Path, runner: Optional[Runner]) -> Tuple[Optional[str], Optional[int], str]:
     """(name, id, source) from `nvpmodel -q`, else /var/lib/nvpmodel/status."""
     if runner is not None:
         try:
@@ -190,7 +187,7 @@ def nearest_step(table: Sequence[int], hz: int) -> int:
     return min(table, key=lambda f: (abs(f - hz), -f))
 
 
-def _neighbours(table: Sequence[int], hz: int) -> set[int]:
+def _neighbours(table: Sequence[int], hz: int) -> Set[int]:
     """The steps either side of hz (hz itself when it is a step)."""
     below = [f for f in table if f <= hz]
     above = [f for f in table if f >= hz]
@@ -222,7 +219,7 @@ def mode_range(
     return ModeRange(min(floor, ceiling), ceiling, "conf cap rounded to the nearest step")
 
 
-def describe(nvp: Optional[NvpModel], rng: ModeRange) -> Optional[dict[str, object]]:
+def describe(nvp: Optional[NvpModel], rng: ModeRange) -> Optional[Dict[str, object]]:
     """The `nvpmodel` entry of `undercap devices`: configured and effective limits."""
     if nvp is None:
         return None

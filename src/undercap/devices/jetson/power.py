@@ -22,12 +22,10 @@ Labels per board: energymon's JetsonPowerRails.md (from the L4T 32.6.1 device tr
 and the upstream device trees of p2888, p3668, p3701, p3767, p3636.
 """
 
-from __future__ import annotations
-
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from undercap.devices.jetson.sysfs import read_attr, read_int, read_optional
 from undercap.errors import DeviceError
@@ -75,7 +73,7 @@ def _skip(label: str) -> bool:
     return not label or label.upper() == "NC" or "sum of shunt" in label.lower()
 
 
-def _iio_rails(root: Path) -> list[Rail]:
+def _iio_rails(root: Path) -> List[Rail]:
     rails = []
     base = root / "sys" / "bus" / "i2c" / "drivers" / "ina3221x"
     found = base.glob("*/iio:device*/rail_name_*")
@@ -98,7 +96,7 @@ def _iio_rails(root: Path) -> list[Rail]:
     return rails
 
 
-def _hwmon_rails(root: Path) -> list[Rail]:
+def _hwmon_rails(root: Path) -> List[Rail]:
     rails = []
     base = root / "sys" / "bus" / "i2c" / "drivers" / "ina3221"
     for label_file in sorted(base.glob("*/hwmon/hwmon*/in[123]_label")):
@@ -119,9 +117,9 @@ def _hwmon_rails(root: Path) -> list[Rail]:
     return rails
 
 
-def find_rails(root: Union[str, Path] = "/") -> list[Rail]:
+def find_rails(root: Union[str, Path] = "/") -> List[Rail]:
     """Every labelled INA3221 rail under <root>, iio and hwmon layouts."""
-    seen: dict[str, Rail] = {}
+    seen: Dict[str, Rail] = {}
     for rail in _iio_rails(Path(root)) + _hwmon_rails(Path(root)):
         seen.setdefault(rail.label, rail)
     return list(seen.values())
@@ -130,7 +128,7 @@ def find_rails(root: Union[str, Path] = "/") -> list[Rail]:
 class PowerRails:
     """Board and GPU power from the rails found on a board."""
 
-    def __init__(self, rails: list[Rail], root: Path) -> None:
+    def __init__(self, rails: List[Rail], root: Path) -> None:
         self.rails = rails
         self.root = root
         by_label = {r.label.upper(): r for r in rails}
@@ -139,7 +137,7 @@ class PowerRails:
         self.gpu_combined = next((r for r in rails if r.kind.startswith("combined:")), None)
 
     @property
-    def labels(self) -> tuple[str, ...]:
+    def labels(self) -> Tuple[str, ...]:
         return tuple(r.label for r in self.rails)
 
     def _require(self) -> None:
@@ -160,11 +158,11 @@ class PowerRails:
         """The dedicated GPU rail where the board has one, else None."""
         return None if self.gpu is None else self.gpu.read_w()
 
-    def readings_w(self) -> dict[str, float]:
+    def readings_w(self) -> Dict[str, float]:
         self._require()
         return {r.label: r.read_w() for r in self.rails}
 
-    def conversion(self) -> dict[str, Optional[str]]:
+    def conversion(self) -> Dict[str, Optional[str]]:
         """The board rail's hwmon `samples` and `update_interval` (ms), as read."""
         rail = self.total or (self.rails[0] if self.rails else None)
         folder = None if rail is None or rail.layout != "hwmon" else rail.voltage_path.parent
@@ -173,7 +171,7 @@ class PowerRails:
             for name in ("samples", "update_interval")
         }
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> Dict[str, object]:
         return {
             "conversion": self.conversion(),
             "rails": {r.label: r.kind for r in self.rails},

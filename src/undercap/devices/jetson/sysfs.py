@@ -19,13 +19,11 @@ nvgpu driver (os/linux/sysfs.c, scale.c):
   jtop/core/hw_detect.py) and no INA3221 rails: not supported here.
 """
 
-from __future__ import annotations
-
 import errno
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, Tuple, Union
 
 from undercap.errors import DeviceError, DevicePermissionError
 
@@ -62,7 +60,7 @@ class DevfreqNode:
     path: Path  # .../devfreq/<name>
     device_path: Path  # the GPU platform device (holds railgate_enable)
     of_name: Optional[str]
-    compatible: tuple[str, ...]
+    compatible: Tuple[str, ...]
 
     def attr(self, name: str) -> Path:
         return self.path / name
@@ -73,7 +71,7 @@ class DevfreqNode:
         return p if p.is_file() else None
 
 
-def read_dt_strings(path: Path) -> tuple[str, ...]:
+def read_dt_strings(path: Path) -> Tuple[str, ...]:
     """Device-tree properties are NUL-separated strings."""
     try:
         raw = path.read_bytes()

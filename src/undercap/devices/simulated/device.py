@@ -23,13 +23,10 @@ writing min_freq/max_freq does); `save_state`/`restore_state` record and restore
 lock, so `controlled()` puts the device back as it found it.
 """
 
-from __future__ import annotations
-
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -51,7 +48,7 @@ SPEC_DIR = Path(__file__).with_name("specs")
 __all__ = ["SimulatedDevice", "StepModel", "known_names"]
 
 
-def known_names() -> list[str]:
+def known_names() -> List[str]:
     """Names of the bundled spec files (without the `sim:` prefix)."""
     return sorted(p.stem for p in SPEC_DIR.glob("*.toml"))
 
@@ -65,7 +62,7 @@ class _Span:
     count: int
     mean_w: float
     ripple_w: float
-    key: tuple[Any, ...]
+    key: Tuple[Any, ...]
 
     @property
     def end_s(self) -> float:
@@ -84,13 +81,13 @@ class SimulatedDevice(Device):
         self.read_only = bool(read_only)
         self._locked_mhz: Optional[float] = None
         self._now_s = 0.0
-        self._spans: list[_Span] = []
-        self._starts: list[float] = []
-        self._arrays: Optional[tuple[np.ndarray, ...]] = None  # cache for vector reads
-        self._steps: dict[tuple[Any, ...], StepModel] = {}  # account_step's step models
+        self._spans: List[_Span] = []
+        self._starts: List[float] = []
+        self._arrays: Optional[Tuple[np.ndarray, ...]] = None  # cache for vector reads
+        self._steps: Dict[Tuple[Any, ...], StepModel] = {}  # account_step's step models
 
     @classmethod
-    def from_name(cls, name: str, seed: int = 0, *, read_only: bool = False) -> SimulatedDevice:
+    def from_name(cls, name: str, seed: int = 0, *, read_only: bool = False) -> "SimulatedDevice":
         """`jetson-nano`, `jetson-tx2nx`, `jetson-orin-nano` (a `sim:` prefix is
         accepted), or the path of a spec file of the same format."""
         bare = name[4:] if name.startswith("sim:") else name
@@ -103,7 +100,7 @@ class SimulatedDevice(Device):
         return cls(load_spec(path), seed=seed, read_only=read_only)
 
     # --- clocks ---------------------------------------------------------------------
-    def available_freqs_mhz(self) -> tuple[float, ...]:
+    def available_freqs_mhz(self) -> Tuple[float, ...]:
         return self.spec.freqs_mhz
 
     def current_freq_mhz(self) -> float:
@@ -119,10 +116,10 @@ class SimulatedDevice(Device):
         self.note_snap(float(freq_mhz), self._locked_mhz, self._locked_mhz)  # visible snap
         return self._locked_mhz
 
-    def save_state(self) -> dict[str, Any]:
+    def save_state(self) -> Dict[str, Any]:
         return {"device": self.name, "locked_freq_mhz": self._locked_mhz}
 
-    def restore_state(self, state: dict[str, Any]) -> None:
+    def restore_state(self, state: Dict[str, Any]) -> None:
         locked = state.get("locked_freq_mhz")
         target = None if locked is None else float(locked)
         if target == self._locked_mhz:
@@ -237,7 +234,7 @@ class SimulatedDevice(Device):
         wave = ripple * np.sin(2.0 * np.pi * phase)
         return mean + wave + sigma * gaussian_noise(self.seed, t)
 
-    def _true_power_w(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _true_power_w(self, t: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean power, ripple amplitude and step phase at each time. A span covers
         (start, end]: a reading right at the end of a step still sees that step."""
         mean = np.full(t.shape, self.spec.idle_board_w)
@@ -255,7 +252,7 @@ class SimulatedDevice(Device):
         phase[inside] = np.mod((t[inside] - starts[i]) / steps[i], 1.0)
         return mean, ripple, phase
 
-    def _span_arrays(self) -> tuple[np.ndarray, ...]:
+    def _span_arrays(self) -> Tuple[np.ndarray, ...]:
         if self._arrays is None:
             s = self._spans
             self._arrays = (

@@ -53,12 +53,10 @@ above-idle power, attenuated by the sensor's own averaging window) and Gaussian
 noise. Noise is a deterministic hash of (seed, time), so readings are reproducible.
 """
 
-from __future__ import annotations
-
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Dict, List, Tuple, Union
 
 import numpy as np
 
@@ -75,16 +73,16 @@ class SimSpec:
 
     name: str
     description: str
-    sources: tuple[str, ...]
+    sources: Tuple[str, ...]
     path: str
-    freqs_mhz: tuple[float, ...]
+    freqs_mhz: Tuple[float, ...]
     cores: int
     compute_efficiency: float
     half_saturation_elements_per_core: float
     kernel_launch_s: float
     host_overhead_s: float
-    voltage_mhz: tuple[float, ...]
-    voltage_v: tuple[float, ...]
+    voltage_mhz: Tuple[float, ...]
+    voltage_v: Tuple[float, ...]
     idle_board_w: float
     host_active_w: float
     gpu_leakage_w_at_vmax: float
@@ -92,8 +90,8 @@ class SimSpec:
     clock_tree_fraction: float
     dram_active_w: float
     dram_energy_j_per_byte: float
-    power_sensors: tuple[str, ...]
-    power_modes_w: tuple[float, ...]
+    power_sensors: Tuple[str, ...]
+    power_modes_w: Tuple[float, ...]
     memory_total_bytes: int
     memory_usable_bytes: int
     workspace_bytes: int
@@ -125,7 +123,7 @@ class StepModel:
     occupancy: float
     voltage_v: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
 
@@ -174,7 +172,7 @@ def load_spec(path: Union[str, Path]) -> SimSpec:
 
 
 class _Getter:
-    def __init__(self, raw: dict[str, Any], path: Path) -> None:
+    def __init__(self, raw: Dict[str, Any], path: Path) -> None:
         self.raw, self.path = raw, path
 
     def _get(self, key: str) -> Any:
@@ -194,7 +192,7 @@ class _Getter:
             raise self._bad(key, "a string")
         return v
 
-    def strs(self, key: str) -> list[str]:
+    def strs(self, key: str) -> List[str]:
         v = self._get(key)
         if not isinstance(v, list) or not v or not all(isinstance(s, str) for s in v):
             raise self._bad(key, "a non-empty list of strings")
@@ -207,7 +205,7 @@ class _Getter:
             raise self._bad(key, "a non-negative number" if allow_zero else "a positive number")
         return float(v)
 
-    def floats(self, key: str) -> tuple[float, ...]:
+    def floats(self, key: str) -> Tuple[float, ...]:
         v = self._get(key)
         if not isinstance(v, list) or not v:
             raise self._bad(key, "a non-empty list of positive numbers")
@@ -239,7 +237,7 @@ def occupancy(spec: SimSpec, workload: Workload, batch_size: int) -> float:
     return work / (work + half) if work > 0 else 1e-9
 
 
-def gpu_power_parts_w(spec: SimSpec, freq_mhz: float) -> tuple[float, float]:
+def gpu_power_parts_w(spec: SimSpec, freq_mhz: float) -> Tuple[float, float]:
     """(leakage, dynamic power at full activity) of the GPU rail at `freq_mhz`, in W:
     gpu_leakage_w_at_vmax * (V / Vmax)^2 and C_eff * V^2 * f. Their sum is the most the
     simulated GPU can draw at that clock (the readings check in benchmarks/ bounds
