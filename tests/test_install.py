@@ -1,5 +1,6 @@
-"""Installable on a Jetson: Python >= 3.8 (JetPack 5), a light core install, and a
-clear error naming the extra to install when an optional dependency is missing."""
+"""Installable on a Jetson: Python >= 3.8 (JetPack 5; JetPack 4.6's 3.6 for the device
+side), a light core install, and a clear error naming the extra to install when an
+optional dependency is missing."""
 
 from __future__ import annotations
 
@@ -28,11 +29,18 @@ def _toml() -> dict:
 
 def test_core_install_is_light() -> None:
     project = _toml()["project"]
-    assert project["requires-python"] == ">=3.8"
+    # Python 3.6: JetPack 4.6's, the device side only (tests/test_jetpack4.py)
+    assert project["requires-python"] == ">=3.6"
     core = {d.split(";")[0].split(">")[0].split("=")[0].strip() for d in project["dependencies"]}
-    assert core == {"torch", "numpy", "tqdm", "tomli"}, core
-    torch_req = next(d for d in project["dependencies"] if d.startswith("torch"))
-    assert torch_req == "torch>=2.0"  # NVIDIA's JetPack 5 wheels are torch 2.0 / 2.1
+    assert core == {"torch", "numpy", "tqdm", "tomli", "dataclasses"}, core
+    torch_reqs = [d for d in project["dependencies"] if d.startswith("torch")]
+    # NVIDIA's JetPack 5 wheels are torch 2.0 / 2.1; JetPack 4.6's (Python 3.6) torch 1.10
+    assert torch_reqs == [
+        "torch>=2.0; python_version >= '3.8'",
+        "torch>=1.10; python_version < '3.8'",
+    ]
+    old_only = [d for d in project["dependencies"] if "python_version < '3.8'" in d or "'3.7'" in d]
+    assert {d.split(";")[0] for d in old_only} == {"torch>=1.10", "numpy>=1.19", "dataclasses>=0.8"}
     extras = project["optional-dependencies"]
     for extra, dist in (("plot", "matplotlib"), ("mat", "scipy"), ("digits", "scikit-learn")):
         assert any(d.startswith(dist) for d in extras[extra]), extra
