@@ -1,9 +1,9 @@
 """Shared fixtures. Tests run on 2 cores: tiny models, slices of data."""
 
-from __future__ import annotations
-
 import os
+import sys
 from pathlib import Path
+from typing import Dict, List
 
 import pytest
 
@@ -12,6 +12,21 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("UNDERCAP_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+#: what the server side needs; JetPack 4.6's Python 3.6 runs the device side only
+SERVER_PYTHON = sys.version_info >= (3, 8)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """`@pytest.mark.server`: the test runs the server side (estimate, select, run,
+    compare, the user-loop API), skipped on a board's Python (tests/device_path.py)."""
+    if SERVER_PYTHON:
+        return
+    skip = pytest.mark.skip(reason="the server side needs Python >= 3.8")
+    for item in items:
+        if "server" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,7 +46,7 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-def run_files(cache_root: Path) -> dict[str, Path]:
+def run_files(cache_root: Path) -> Dict[str, Path]:
     """The estimate runs cached under `cache_root`, named like `b8-seed1.json`: sealed
     entries only (key.json is written after value.json, artifacts/cache.py), so a test
     that kills an estimate once a run shows here has really lost nothing."""

@@ -21,9 +21,7 @@ tests (test_train.py, test_train_cli.py; docs/_drafts/resume.md says it for user
   target where the uninterrupted run's curve, moved by that bound, says it may.
 """
 
-from __future__ import annotations
-
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
 import pytest
 
@@ -37,7 +35,7 @@ def exact_expected(torch_device: str, deterministic: bool) -> bool:
     return torch_device == "cpu" or deterministic
 
 
-def _point(p: Any) -> tuple[int, float, float]:
+def _point(p: Any) -> Tuple[int, float, float]:
     if isinstance(p, Mapping):
         return int(p["samples"]), float(p["accuracy"]), float(p["loss"])
     return int(p.samples), float(p.accuracy), float(p.loss)
@@ -78,8 +76,8 @@ def assert_resumed_matches(
 
 
 def _spread(
-    full: Sequence[tuple[int, float, float]], again: Sequence[tuple[int, float, float]], n: int
-) -> tuple[float, float]:
+    full: Sequence[Tuple[int, float, float]], again: Sequence[Tuple[int, float, float]], n: int
+) -> Tuple[float, float]:
     """The bounds (accuracy, relative loss): SPREAD_X times the largest difference
     between two uninterrupted runs, at least ACC_SAMPLES / n and LOSS_REL."""
     d_acc = max((abs(a[1] - b[1]) for a, b in zip(full, again)), default=0.0)
@@ -87,5 +85,5 @@ def _spread(
     return max(ACC_SAMPLES / n, SPREAD_X * d_acc), max(LOSS_REL, SPREAD_X * d_loss)
 
 
-def _first_at(curve: Sequence[tuple[int, float, float]], accuracy: float) -> Optional[int]:
+def _first_at(curve: Sequence[Tuple[int, float, float]], accuracy: float) -> Optional[int]:
     return next((s for s, acc, _ in curve if acc >= accuracy), None)

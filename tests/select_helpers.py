@@ -1,14 +1,12 @@
 """Small builders for profile/efficiency fixtures used by the selection tests."""
 
-from __future__ import annotations
-
-from collections.abc import Iterable, Mapping
+from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 from undercap.artifacts import Efficiency, Profile, ProfileRow
 
 
 def make_profile(
-    table: Mapping[tuple[int, float], tuple[float, float]],
+    table: Mapping[Tuple[int, float], Tuple[float, float]],
     *,
     model: str = "resnet18",
     device: str = "sim:jetson-nano",
@@ -36,7 +34,7 @@ def make_efficiency(
 ) -> Efficiency:
     """An efficiency artifact with r(b) as given; `never` batch sizes never reached
     the target (null runs, no r)."""
-    runs: dict[int, tuple[int | None, ...]] = {
+    runs: Dict[int, Tuple[Optional[int], ...]] = {
         b: (round(r * n_max), round(r * n_max)) for b, r in relative.items()
     }
     runs.update({b: (None, None) for b in never})

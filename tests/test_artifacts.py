@@ -1,7 +1,5 @@
 """Artifacts: validation catches every malformed input with one clear message."""
 
-from __future__ import annotations
-
 import json
 import os
 

@@ -1,7 +1,5 @@
 """Device state is restored on every exit path: normal, exception, SIGINT, SIGTERM."""
 
-from __future__ import annotations
-
 import json
 import signal
 import subprocess
@@ -89,7 +87,10 @@ def test_restored_after_signal_in_subprocess(tmp_path, sig):
     (tmp_path / "test_base_dev.py").write_text(_FILE_DEVICE_SRC)
     state.write_text(json.dumps({"freq": 500.0}))
     proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
     )
     try:
         line = proc.stdout.readline()  # blocks until the child holds the lock (or died)

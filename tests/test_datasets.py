@@ -1,10 +1,9 @@
 """Datasets: every on-disk format written tiny in tmp_path, splits, mapping, errors."""
 
-from __future__ import annotations
-
 import gzip
 import pickle
 import struct
+from typing import Set, Tuple
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from undercap.errors import DataError
 RNG = np.random.default_rng(0)
 
 
-def _images(n: int, shape: tuple[int, ...]) -> np.ndarray:
+def _images(n: int, shape: Tuple[int, ...]) -> np.ndarray:
     return RNG.integers(0, 256, size=(n, *shape), dtype=np.uint8)
 
 
@@ -33,7 +32,7 @@ def _balanced_labels(n: int, classes: int) -> np.ndarray:
 
 
 # --- CIFAR ---------------------------------------------------------------------------
-def _write_cifar10(root, per_batch: int = 10) -> tuple[np.ndarray, np.ndarray]:
+def _write_cifar10(root, per_batch: int = 10) -> Tuple[np.ndarray, np.ndarray]:
     d = root / "cifar-10-batches-py"
     d.mkdir(parents=True)
     xs, ys = [], []
@@ -136,7 +135,7 @@ def _idx(arr: np.ndarray) -> bytes:
     )
 
 
-def _write_idx(folder, gz: bool, n: int = 20, nt: int = 10) -> tuple[np.ndarray, np.ndarray]:
+def _write_idx(folder, gz: bool, n: int = 20, nt: int = 10) -> Tuple[np.ndarray, np.ndarray]:
     folder.mkdir(parents=True, exist_ok=True)
     x, y = _images(n, (28, 28)), _balanced_labels(n, 10)
     xt, yt = _images(nt, (28, 28)), _balanced_labels(nt, 10)
@@ -218,7 +217,7 @@ def _ids_npz(path, n: int = 100, layout: str = "hw", keys=("x", "y")) -> None:
     np.savez(path, **{keys[0]: x, keys[1]: _balanced_labels(n, 5)})
 
 
-def _sample_ids(x: torch.Tensor) -> set[float]:
+def _sample_ids(x: torch.Tensor) -> Set[float]:
     return {round(float(v), 4) for v in x[:, 0, 0, 0]}
 
 

@@ -1,17 +1,16 @@
 """`undercap devices` and `undercap restore` on fake trees and a fake NVML."""
 
-from __future__ import annotations
-
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 import pytest
 from fakes import pynvml as fake
 from fakes.sysfs import build_nano, build_orin_nano
 
+from undercap._compat import run_captured
 from undercap.cli import main
 from undercap.devices import simulated_names
 
@@ -26,7 +25,7 @@ def _no_real_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake)
 
 
-def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict]:
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> List[dict]:
     assert main(["devices", "--json", *args]) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -102,7 +101,7 @@ def test_devices_does_not_import_torch(tmp_path: Path) -> None:
         "assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(rc)"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    out = run_captured([sys.executable, "-c", code], env=env)  # capture_output: 3.7+
     assert out.returncode == 0, out.stderr
     assert any(i["backend"] == "jetson" for i in json.loads(out.stdout))
 

@@ -3,8 +3,6 @@ but missed the target (with the best accuracy on one line), 2 a user error, 130
 Ctrl-C, 141 the reader of stdout went away; and `train --from-selection` taking the
 data flags of the command line over the selection's."""
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess
@@ -14,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from undercap._compat import run_captured
 from undercap.cli import main
 from undercap.errors import EXIT_BROKEN_PIPE, EXIT_TARGET_NOT_REACHED, EXIT_USER_ERROR
 
@@ -45,6 +44,7 @@ def test_train_that_misses_its_target_exits_3_with_the_best_accuracy(tmp_path, c
     assert f"best {best:.2%} (target not reached)" in captured.out
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_run_that_misses_its_target_exits_3(tmp_path, capsys) -> None:
     argv = ["run", "--device", "sim:jetson-nano", "--model", "small-cnn", "--batch-sizes",
             "16,64", "--max-samples", "1024", "--eval-every", "128", "--torch-device", "cpu",
@@ -165,7 +165,7 @@ def test_ctrl_c_is_130(tmp_path) -> None:
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        universal_newlines=True,
     )
     t0 = time.monotonic()
     while not any(ckpt.glob("*")) and time.monotonic() - t0 < 60:  # training is under way
@@ -197,6 +197,7 @@ def test_torch_numpy_clash_read_from_metadata(torch_v, numpy_v, clash) -> None:
         assert line.endswith("pip install 'numpy<2'")
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_numpy_clash_is_one_line_before_torch_is_imported(tmp_path: Path) -> None:
     """JetPack 6 as pip resolves it (torch 2.1 + numpy 2): importing torch would print
     numpy's 30-line warning, so the check reads package metadata and stops first."""
@@ -210,9 +211,7 @@ def test_numpy_clash_is_one_line_before_torch_is_imported(tmp_path: Path) -> Non
         "sys.exit(rc)\n"
     )
     argv = [a for a in TRAIN if a != "--no-progress"] + ["--target-accuracy", "0.5"]
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path
-    )
+    proc = run_captured([sys.executable, "-c", code, *argv], cwd=tmp_path)  # capture_output: 3.7+
     assert proc.returncode == EXIT_USER_ERROR, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "error: torch 2.1.0 cannot use the installed numpy 2.2.6 (it was built against "

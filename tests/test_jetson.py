@@ -1,8 +1,6 @@
 """Jetson backend against fake L4T trees (tests/fakes/sysfs.py): discovery, power rails,
 locking order, snapping, nvpmodel, restore on every exit path, permissions."""
 
-from __future__ import annotations
-
 import json
 import os
 import signal
@@ -10,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 from fakes.sysfs import (
@@ -47,7 +46,7 @@ def orin(tmp_path: Path) -> FakeTree:
     return build_orin_nano(tmp_path / "orin")
 
 
-def device(tree: FakeTree, kernel: FakeKernel | None = None, **kw) -> JetsonDevice:
+def device(tree: FakeTree, kernel: Optional[FakeKernel] = None, **kw) -> JetsonDevice:
     kernel = kernel or FakeKernel(tree)
     return JetsonDevice(tree.root, writer=kernel.write, nvpmodel_runner=None, **kw)
 
@@ -200,7 +199,7 @@ def test_nvpmodel_query_runner_is_used(tmp_path: Path) -> None:
     tree = build_orin_nano(tmp_path, nvpmodel_mode=2)
     calls = []
 
-    def runner(args: list[str]) -> str:
+    def runner(args: List[str]) -> str:
         calls.append(args)
         return "NV Fan Mode:quiet\nNV Power Mode: 7W\n3\n"
 
@@ -231,7 +230,7 @@ def test_nvpmodel_parsers() -> None:
 def test_state_file_written_before_first_change(nano: FakeTree) -> None:
     kernel = FakeKernel(nano)
     before = nano.settings()
-    seen: list[dict] = []
+    seen: List[dict] = []
 
     def writer(path: Path, value: str) -> None:
         if not seen:
@@ -360,7 +359,7 @@ def _hold_lock(tree: FakeTree, log: Path, freq: float) -> subprocess.Popen:
         [sys.executable, "-c", _HOLDER, str(tree.root), tree.node, str(log), str(freq)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        universal_newlines=True,
         env=env,
     )
     line = proc.stdout.readline()
@@ -368,11 +367,11 @@ def _hold_lock(tree: FakeTree, log: Path, freq: float) -> subprocess.Popen:
     return proc
 
 
-def _log_pairs(log: Path) -> list[tuple[str, int]]:
+def _log_pairs(log: Path) -> List[Tuple[str, int]]:
     return [(a, int(v)) for a, v in (ln.split() for ln in log.read_text().splitlines())]
 
 
-def _min_le_max_throughout(start: dict[str, str | None], writes: list[tuple[str, int]]) -> bool:
+def _min_le_max_throughout(start: Dict[str, Optional[str]], writes: List[Tuple[str, int]]) -> bool:
     """min_freq <= max_freq after every write (a max of 0 is "no limit" on 5.x)."""
     lo, hi = int(start["min_freq"]), int(start["max_freq"])
     for attr, v in writes:

@@ -3,12 +3,11 @@
 mode's floor and ceiling, JetPack 6's late GPU, Thor, and lock/restore round trips
 on both devfreq generations (Linux 4.9 stored values, 5.x PM QoS requests)."""
 
-from __future__ import annotations
-
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from fakes import pynvml as fake_nvml
@@ -31,7 +30,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml)
 
 
-def device(tree: FakeTree, kernel: FakeKernel | None = None, **kw) -> JetsonDevice:
+def device(tree: FakeTree, kernel: Optional[FakeKernel] = None, **kw) -> JetsonDevice:
     kernel = kernel or FakeKernel(tree)
     return JetsonDevice(tree.root, writer=kernel.write, nvpmodel_runner=None, **kw)
 

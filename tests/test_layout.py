@@ -1,12 +1,11 @@
 """The package's shape: no import cycles (module- or function-level), small modules and
 functions, torch-free modules that stay torch-free, and one place per stage."""
 
-from __future__ import annotations
-
 import ast
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict, List, Optional, Set
 
 import pytest
 
@@ -18,7 +17,7 @@ MAX_FUNCTION_LINES = 60
 LONG_OK = {"register", "add_device_args"}
 
 
-def _modules() -> dict[str, Path]:
+def _modules() -> Dict[str, Path]:
     out = {}
     for path in PKG.rglob("*.py"):
         parts = path.relative_to(SRC).with_suffix("").parts
@@ -30,7 +29,7 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _target(name: str, imported: str | None) -> str | None:
+def _target(name: str, imported: Optional[str]) -> Optional[str]:
     """The undercap module an import statement loads (a submodule when `from pkg
     import sub` names one), or None for other libraries."""
     if not name.startswith("undercap"):
@@ -40,10 +39,10 @@ def _target(name: str, imported: str | None) -> str | None:
     return name if name in MODULES else None
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph() -> Dict[str, Set[str]]:
     """Every import anywhere in each module: module level, inside functions, under
     TYPE_CHECKING; an edge per undercap module it loads."""
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    graph: Dict[str, Set[str]] = {m: set() for m in MODULES}
     for mod, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -56,13 +55,13 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on: Set[str] = set()
+    found: List[List[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
@@ -118,7 +117,7 @@ LAYERS = {
 }  # fmt: skip
 
 
-def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
     """Every import from a package to one of the same or a higher rank."""
     out = []
     for mod, targets in sorted(graph.items()):
@@ -150,6 +149,7 @@ def test_top_level_shows_the_method() -> None:
     assert len(entries) <= 14, entries
 
 
+@pytest.mark.skipif(sys.version_info < (3, 8), reason="ast's end_lineno: Python 3.8+")
 def test_modules_and_functions_are_small() -> None:
     too_long = []
     for mod, path in MODULES.items():

@@ -1,7 +1,5 @@
 """NVML backend against a fake pynvml module (tests/fakes/pynvml.py)."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 

@@ -1,7 +1,5 @@
 """Profiler: full and efficient sweeps on a simulated Nano with the real small CNN."""
 
-from __future__ import annotations
-
 import json
 
 import pytest
@@ -83,6 +81,7 @@ def test_batches_that_do_not_fit_are_reported(nano):
     assert prof.batch_sizes == (8,)
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_plot_profile_cli_marks_choice_and_given_safe_frequency(nano, tmp_path):
     from undercap.artifacts import Efficiency, save_efficiency
     from undercap.cli import main
@@ -185,6 +184,7 @@ def test_efficient_sweep_cost_and_pruning_with_r(nano, tmp_path, capsys):
     assert main([*argv[:-2], "--full", "-o", str(out)]) == 2  # pruning needs the limit's sweep
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_run_profiles_in_two_stages_and_reports_the_cost(tmp_path, capsys):
     """`run` measures the smallest batch size first (a limit nothing meets fails there,
     before any estimate), then the rest with r(b); the profile's cost covers both and

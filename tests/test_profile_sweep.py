@@ -3,11 +3,10 @@ a brute force, then replayed on full sweeps of the simulated Nano and TX2 NX, wh
 must pick the same (b, f) as Algorithm 1 on the full table for every r(b) of a test set
 (r(b) from benchmarks/results, shifted onto the profiled batch sizes, and synthetic)."""
 
-from __future__ import annotations
-
 import json
 import random
 from pathlib import Path
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -22,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # --- tables ---------------------------------------------------------------------------
-def table(n_b: int, n_f: int, seed: int) -> dict[tuple[int, int], ProfileRow]:
+def table(n_b: int, n_f: int, seed: int) -> Dict[Tuple[int, int], ProfileRow]:
     """A random table with the physics the shortcuts rest on: power rises with the clock
     and with the batch size, time per sample falls with the clock."""
     rng = random.Random(seed)
@@ -145,7 +144,7 @@ def test_noise_guard_finds_a_feasible_row_above_a_near_infeasible_one():
 
 
 # --- replayed on simulated devices -------------------------------------------------------
-def r_vectors(batch_sizes: tuple[int, ...]) -> list[dict[int, float]]:
+def r_vectors(batch_sizes: Tuple[int, ...]) -> List[Dict[int, float]]:
     """r(b) of the benchmarks (as measured, and shifted onto these batch sizes, largest
     aligned), plus synthetic shapes: perfect scaling, none, and in between."""
     found = []
@@ -192,7 +191,7 @@ def full_profile(model: str, device: str, batch_sizes) -> Profile:
     )
 
 
-def choice_of(profile: Profile, relative: dict[int, float], limit: float):
+def choice_of(profile: Profile, relative: Dict[int, float], limit: float):
     try:
         c = select_ours(profile, relative, limit)
     except InfeasibleError:
@@ -200,7 +199,7 @@ def choice_of(profile: Profile, relative: dict[int, float], limit: float):
     return c.batch_size, c.freq_mhz
 
 
-def check_same_choice(full: Profile, limits: list[float]) -> int:
+def check_same_choice(full: Profile, limits: List[float]) -> int:
     """Every r(b) of the test set, unpruned (one replay serves them all) and pruned
     with that r(b) itself; returns how many choices were compared."""
     checked = 0
@@ -218,7 +217,7 @@ def check_same_choice(full: Profile, limits: list[float]) -> int:
     return checked
 
 
-def limits_of(full: Profile, nominal: float) -> list[float]:
+def limits_of(full: Profile, nominal: float) -> List[float]:
     """The case's cap and caps between the model's lowest and highest needs."""
     need = sorted(r.peak_power_w + (r.peak_margin_w or 0.0) for r in full.rows)
     lo, hi = need[0], need[-1]

@@ -1,8 +1,6 @@
 """benchmarks/profile_vs_sim.py: a profile measured on a board, cell by cell against
 the simulator; its trace output and the measured-profiles folder of device_validation."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 import sys

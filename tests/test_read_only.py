@@ -3,11 +3,10 @@ clocks as found on NVML's default mode (the fake pynvml: a GPU at 1980 MHz that 
 locks) and on a Jetson tree with --read-only, never lock, and say so in their output and
 artifacts; control asked for but refused is one line before any work."""
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path
+from typing import List
 
 import pytest
 from fakes import pynvml as fake
@@ -25,7 +24,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
-def quick(cache: Path, *extra: str) -> list[str]:
+def quick(cache: Path, *extra: str) -> List[str]:
     return [
         "--model", "small-cnn", "--batch-sizes", "16,64", "--max-samples", "1500",
         "--eval-every", "128", "--torch-device", "cpu", "--no-progress",
@@ -45,10 +44,11 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGpu:
     return g
 
 
-def locks(g: FakeGpu) -> list[str]:
+def locks(g: FakeGpu) -> List[str]:
     return [name for name, _ in g.calls if name in LOCK_CALLS]
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_run_on_nvml_default_mode_finishes_without_a_lock(gpu, cache, tmp_path, capsys):
     """No --read-only: NVML is read-only unless --allow-clock-control. The efficient
     run profiles in two stages; both measure at 1980 MHz (one row per batch size)."""
@@ -69,6 +69,7 @@ def test_run_on_nvml_default_mode_finishes_without_a_lock(gpu, cache, tmp_path, 
     assert locks(gpu) == []
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_train_from_a_selection_chosen_with_control_on_a_read_only_gpu(
     gpu, cache, tmp_path, capsys
 ):
@@ -95,6 +96,7 @@ def test_train_from_a_selection_chosen_with_control_on_a_read_only_gpu(
     assert "drop --freq-mhz" in capsys.readouterr().err
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_control_asked_for_but_refused_is_one_line_before_any_work(gpu, cache, tmp_path, capsys):
     out = tmp_path / "run"
     args = ["run", "--device", "nvml:0", "--allow-clock-control", "--power-limit", "300"]
@@ -105,6 +107,7 @@ def test_control_asked_for_but_refused_is_one_line_before_any_work(gpu, cache, t
     assert not (out / "profile.json").exists()
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_run_on_a_jetson_tree_with_read_only_writes_nothing(cache, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("UNDERCAP_STATE_DIR", raising=False)
     tree = build_nano(tmp_path / "nano")
@@ -134,6 +137,7 @@ def test_jetson_without_write_permission_is_one_line_before_any_work(tmp_path, m
     assert not out.exists()
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_capped_on_a_read_only_gpu_uses_the_clocks_as_found(gpu, tmp_path):
     """capped() with a selection whose clock was chosen: not locked, one line, and the
     result says read-only."""
@@ -153,6 +157,7 @@ def test_capped_on_a_read_only_gpu_uses_the_clocks_as_found(gpu, tmp_path):
     assert locks(gpu) == []
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_compare_on_nvml_default_mode_finishes_without_a_lock(gpu, cache, tmp_path, capsys):
     """Every configuration of `compare` (ours, both baselines, the oracle) trains at the
     clocks as found; no line claims a clock was chosen with control."""

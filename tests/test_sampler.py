@@ -1,12 +1,10 @@
 """PowerSampler and PowerStats: virtual-time sampling on simulated devices, a polling
 thread on real ones, robust peak, energy."""
 
-from __future__ import annotations
-
 import json
 import math
 import time
-from typing import Any
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -121,7 +119,7 @@ class FakeBoard(Device):
 
     name = "fake"
 
-    def __init__(self, energy_counter: bool = False, fail_after: int | None = None) -> None:
+    def __init__(self, energy_counter: bool = False, fail_after: Optional[int] = None) -> None:
         self.t0 = time.monotonic()
         self.counter = energy_counter
         self.calls = 0
@@ -133,10 +131,10 @@ class FakeBoard(Device):
             raise OSError("sensor vanished")
         return 6.0 + math.sin(2 * math.pi * 20 * (time.monotonic() - self.t0))
 
-    def energy_j(self) -> float | None:
+    def energy_j(self) -> Optional[float]:
         return 7.0 * (time.monotonic() - self.t0) if self.counter else None
 
-    def available_freqs_mhz(self) -> tuple[float, ...]:
+    def available_freqs_mhz(self) -> Tuple[float, ...]:
         return (100.0,)
 
     def current_freq_mhz(self) -> float:
@@ -145,10 +143,10 @@ class FakeBoard(Device):
     def set_freq_mhz(self, freq_mhz: float) -> float:
         return 100.0
 
-    def save_state(self) -> dict[str, Any]:
+    def save_state(self) -> Dict[str, Any]:
         return {}
 
-    def restore_state(self, state: dict[str, Any]) -> None:
+    def restore_state(self, state: Dict[str, Any]) -> None:
         pass
 
     def memory_bytes(self) -> int:

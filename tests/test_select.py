@@ -1,9 +1,8 @@
 """Selection: Algorithm 1, baselines and the safe frequency against brute forces."""
 
-from __future__ import annotations
-
 import json
 import math
+from typing import Dict, List, Optional
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,7 +29,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 # --- brute forces, written independently of undercap.select --------------------------
-def brute_ours(profile: Profile, rel: dict[int, float], limit: float | None):
+def brute_ours(profile: Profile, rel: Dict[int, float], limit: Optional[float]):
     """Enumerate every (b, f); keep feasible ones that are the top feasible f of
     their b (Algorithm 1); minimum t*r, ties -> larger b. Returns (b, f) or None."""
     pairs = [(r.batch_size, r.freq_mhz, r.time_per_sample_s, r.peak_power_w) for r in profile.rows]
@@ -48,7 +47,7 @@ def brute_ours(profile: Profile, rel: dict[int, float], limit: float | None):
     return b, max(x[1] for x in tied if x[0] == b)
 
 
-def brute_global(profile: Profile, rel: dict[int, float], limit: float | None) -> float:
+def brute_global(profile: Profile, rel: Dict[int, float], limit: Optional[float]) -> float:
     """The best t*r over ALL feasible pairs (not only the top frequency)."""
     return min(
         r.time_per_sample_s * rel[r.batch_size]
@@ -57,7 +56,7 @@ def brute_global(profile: Profile, rel: dict[int, float], limit: float | None) -
     )
 
 
-def brute_safe_full_grid(profiles: list[Profile], limit: float) -> float | None:
+def brute_safe_full_grid(profiles: List[Profile], limit: float) -> Optional[float]:
     """For profiles with every (b, f) present: the highest f such that every row of
     every profile at a frequency <= f is within the limit."""
     freqs = sorted({r.freq_mhz for p in profiles for r in p.rows})

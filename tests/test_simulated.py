@@ -1,7 +1,5 @@
 """Simulated Jetsons: frequency tables, clock control, physics, memory, readings."""
 
-from __future__ import annotations
-
 import numpy as np
 import pytest
 

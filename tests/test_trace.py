@@ -1,8 +1,6 @@
 """trace:<file.csv>: measured (b, f) configurations replayed as a device, end to end
 through profile and Algorithm 1, on a small synthetic trace."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import numpy as np

@@ -1,7 +1,5 @@
 """Device training runtime: accounting, power guard, checkpoints (in-process, sim Nano)."""
 
-from __future__ import annotations
-
 import json
 import os
 

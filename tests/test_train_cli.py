@@ -1,7 +1,5 @@
 """`undercap train`: SIGKILL + --resume, SIGTERM restores clocks, --from-selection."""
 
-from __future__ import annotations
-
 import dataclasses
 import json
 import os
@@ -10,7 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional
 
 import pytest
 
@@ -28,14 +26,14 @@ RUN = [
 ]  # fmt: skip
 
 
-def undercap(*args: str, env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+def undercap(*args: str, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "undercap.cli", *args],
         cwd=REPO,
         env={**ENV, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        universal_newlines=True,
     )
 
 
@@ -113,7 +111,7 @@ def test_sigterm_restores_original_jetson_clocks(tmp_path):
          "--limit", "300", "--batch-size", "8", "--freq-mhz", "614.4", "--power-limit", "10",
          "--target-accuracy", "1.0", "--max-samples", "100000000", "--eval-every", "1000000",
          "--torch-device", "cpu", "--no-progress"],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
     )  # fmt: skip
     wait_for(
         lambda: tree.read("min_freq") == "614400000" or proc.poll() is not None,
@@ -215,6 +213,7 @@ def test_deterministic_reaches_the_trainer_and_the_result(tmp_path, monkeypatch,
     )
 
 
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_run_passes_deterministic_to_device_training() -> None:
     """`run --deterministic` (and `compare`'s, same options): device training gets it."""
     from undercap.cli import build_parser

@@ -90,6 +90,17 @@ else:  # pragma: no cover - Python 3.6 (tests/test_jetpack4.py runs it there)
     # fmt: on
 
 
+def isascii(text: str) -> bool:
+    """str.isascii (Python 3.7), O(1) where it exists."""
+    if hasattr(text, "isascii"):
+        return text.isascii()
+    try:
+        text.encode("ascii")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def run_captured(args: List[str], **kwargs: Any) -> "subprocess.CompletedProcess[str]":
     """subprocess.run with stdout and stderr captured as text (capture_output= and
     text= are Python 3.7's names for these)."""

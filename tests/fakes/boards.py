@@ -3,9 +3,7 @@ L4T release, each with its public source. "applied": {mode: (max_freq, min_freq)
 nvpmodel leaves them at boot; numbers no source shows are marked illustrative.
 """
 
-from __future__ import annotations
-
-from typing import Any
+from typing import Any, Dict, List, Tuple
 
 NANO_FREQS_HZ = (
     76800000, 153600000, 230400000, 307200000, 384000000, 460800000,
@@ -37,7 +35,7 @@ ORIN_NANO_SUPER_FREQS_HZ = (
 )  # fmt: skip
 
 
-def _conf(gpu_param: str, modes: list[tuple[int, str, int, int]], default: int) -> str:
+def _conf(gpu_param: str, modes: List[Tuple[int, str, int, int]], default: int) -> str:
     """A conf in the R32+ PARAM/POWER_MODEL format with GPU limits per mode."""
     lines = ["< PARAM TYPE=CLOCK NAME=GPU >"]
     lines += [f"{k} {gpu_param}/{f}" for k, f in
@@ -65,7 +63,7 @@ _R35 = "# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aa
 _R36 = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64"
 
 
-def _r32_gpu(node: str, name: str, compatible: list[str]) -> dict[str, Any]:
+def _r32_gpu(node: str, name: str, compatible: List[str]) -> Dict[str, Any]:
     """4.9 kernels: /sys/devices/<node> with nvgpu's /sys/devices/gpu.0 link
     (nvpmodel_t210_jetson-nano.conf reads /sys/devices/gpu.0/devfreq/57000000.gpu)."""
     return {
@@ -75,7 +73,7 @@ def _r32_gpu(node: str, name: str, compatible: list[str]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _r35_gpu(node: str, name: str) -> dict[str, Any]:
+def _r35_gpu(node: str, name: str) -> Dict[str, Any]:
     """5.10 (R35): /sys/devices/platform/<node>; nvgpu links gpu.0 beside it and, after
     4.14, /sys/devices/gpu.0 and /sys/devices/<node> (the t234 conf's
     /sys/devices/17000000.ga10b/devfreq_dev paths)."""
@@ -86,7 +84,7 @@ def _r35_gpu(node: str, name: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _r36_gpu() -> dict[str, Any]:
+def _r36_gpu() -> Dict[str, Any]:
     """5.15 (R36): /sys/devices/platform/bus@0/17000000.gpu (a public R36.4 script's
     railgate path), gpu.0 and 17000000.gpu linked in /sys/devices/platform (jetson_clocks
     R36; meta-tegra #1613)."""
@@ -98,12 +96,12 @@ def _r36_gpu() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _iio(chip: str, bus_addr: str, labels: list[str], folder: str = "iio:device0") -> dict:
+def _iio(chip: str, bus_addr: str, labels: List[str], folder: str = "iio:device0") -> dict:
     return {"driver": "iio", "chip": chip, "bus_addr": bus_addr, "labels": labels,
             "folder": folder}  # fmt: skip
 
 
-def _hwmon(chip: str, bus_addr: str, labels: list[str]) -> dict:
+def _hwmon(chip: str, bus_addr: str, labels: List[str]) -> dict:
     return {"driver": "hwmon", "chip": chip, "bus_addr": bus_addr, "labels": labels}
 
 
@@ -137,7 +135,7 @@ ORIN_NANO_R35_CONF = _conf(
 
 NANO_IDLE = {"POM_5V_IN": (5016, 420), "POM_5V_GPU": (5016, 16), "POM_5V_CPU": (5016, 124)}
 
-BOARDS: dict[str, dict[str, Any]] = {
+BOARDS: Dict[str, Dict[str, Any]] = {
     "nano": {
         **_r32_gpu("57000000.gpu", "gpu", ["nvidia,tegra210-gm20b", "nvidia,gm20b"]),
         "model": "NVIDIA Jetson Nano Developer Kit",

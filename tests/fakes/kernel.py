@@ -18,13 +18,11 @@ kernel re-created from another process (tests/test_jetson.py's lock holder) agre
 Read-only attributes refuse writes (EACCES), as do 0644 files for a non-root writer.
 """
 
-from __future__ import annotations
-
 import errno
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, List, Optional, Tuple
 
 READ_ONLY_ATTRS = frozenset(
     {"cur_freq", "available_frequencies", "available_governors", "target_freq", "trans_stat"}
@@ -32,11 +30,11 @@ READ_ONLY_ATTRS = frozenset(
 KHZ = 1000
 
 
-def load_state(root: Path) -> dict[str, Any]:
+def load_state(root: Path) -> Dict[str, Any]:
     return json.loads((Path(root) / ".fake-kernel.json").read_text())
 
 
-def save_state(root: Path, state: dict[str, Any]) -> None:
+def save_state(root: Path, state: Dict[str, Any]) -> None:
     (Path(root) / ".fake-kernel.json").write_text(json.dumps(state, indent=1))
 
 
@@ -48,7 +46,7 @@ def _set(path: Path, value: int) -> None:
     os.chmod(path, mode)
 
 
-def effective_range(state: dict[str, Any]) -> tuple[int, int]:
+def effective_range(state: Dict[str, Any]) -> Tuple[int, int]:
     """get_freq_range() of Linux 5.x devfreq over the stored requests."""
     table = state["table"]
     lo, hi = table[0], table[-1]
@@ -60,7 +58,7 @@ def effective_range(state: dict[str, Any]) -> tuple[int, int]:
 
 
 def refresh(
-    devfreq: Path, state: dict[str, Any], cap_hz: int | None = None, *, idle: bool = False
+    devfreq: Path, state: Dict[str, Any], cap_hz: Optional[int] = None, *, idle: bool = False
 ) -> None:
     """Recompute what the node shows: on 5.x the effective range; on both, cur_freq
     as the governor picks it: under load the highest step the limits allow, idle
@@ -97,14 +95,14 @@ class FakeKernel:
         self,
         tree: Any,
         *,
-        cap_hz: int | None = None,
-        log: Path | None = None,
+        cap_hz: Optional[int] = None,
+        log: Optional[Path] = None,
         unprivileged: bool = False,
     ) -> None:
         self.tree, self.cap_hz, self.log = tree, cap_hz, log
         self.unprivileged = unprivileged
-        self.writes: list[tuple[str, str]] = []
-        self.rejected: list[tuple[str, str]] = []
+        self.writes: List[Tuple[str, str]] = []
+        self.rejected: List[Tuple[str, str]] = []
 
     def _fail(self, code: int, path: Path, value: str) -> OSError:
         self.rejected.append((path.name, value))
@@ -133,7 +131,7 @@ class FakeKernel:
             with open(self.log, "a") as f:
                 f.write(f"{path.name} {value}\n")
 
-    def _store_railgate(self, path: Path, value: str, state: dict[str, Any]) -> None:
+    def _store_railgate(self, path: Path, value: str, state: Dict[str, Any]) -> None:
         if value.strip() not in ("0", "1"):
             raise self._fail(errno.EINVAL, path, value)
         path.write_text(value.strip() + "\n")
@@ -141,7 +139,7 @@ class FakeKernel:
             self.tree.register_devfreq(state)
             state["late"] = False
 
-    def _store_freq(self, path: Path, value: str, state: dict[str, Any]) -> None:
+    def _store_freq(self, path: Path, value: str, state: Dict[str, Any]) -> None:
         try:
             v = int(value.split()[0])
         except (ValueError, IndexError):

@@ -7,13 +7,11 @@ NVMLError_Uninitialized, and NVMLError(code) returns the subclass for that code
 (NVMLError_NoPermission, NVMLError_NotSupported, ...).
 """
 
-from __future__ import annotations
-
 import string
 import sys
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Dict, List, Optional, Tuple
 
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
@@ -61,9 +59,9 @@ _STRINGS = {
 
 
 class NVMLError(Exception):
-    _valClassMapping: dict[int, type] = {}
+    _valClassMapping: Dict[int, type] = {}
 
-    def __new__(cls, value: int) -> NVMLError:
+    def __new__(cls, value: int) -> "NVMLError":
         if cls is NVMLError:
             cls = NVMLError._valClassMapping.get(value, cls)
         obj = Exception.__new__(cls)
@@ -100,26 +98,26 @@ def nvmlErrorString(code: int) -> str:
 class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
     uuid: str = "GPU-8f3c0d1e-0000-4000-8000-000000000001"
-    mem_clocks: tuple[int, ...] = (2619,)
-    graphics_clocks: tuple[int, ...] = (1980, 1965, 1950, 1500, 1005, 510, 345)  # descending
+    mem_clocks: Tuple[int, ...] = (2619,)
+    graphics_clocks: Tuple[int, ...] = (1980, 1965, 1950, 1500, 1005, 510, 345)  # descending
     idle_clock: int = 345
     memory_total: int = 85520809984
     power_mw: int = 71000  # power usage (1 s average on Ampere+)
     instant_power_mw: int = 69000
     supports_instant: bool = True
-    energy_mj: int | None = 123456789
+    energy_mj: Optional[int] = 123456789
     power_limit_mw: int = 700000
-    power_limit_constraints_mw: tuple[int, int] = (200000, 700000)
+    power_limit_constraints_mw: Tuple[int, int] = (200000, 700000)
     can_lock: bool = True  # False: NVMLError_NoPermission (not root)
     supports_lock: bool = True
-    locked: tuple[int, int] | None = None
-    calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    locked: Optional[Tuple[int, int]] = None
+    calls: List[Tuple[str, Tuple[Any, ...]]] = field(default_factory=list)
 
 
 STATE = SimpleNamespace(gpus=[FakeGpu()], initialized=0, library=True, driver="550.54.15")
 
 
-def reset(gpus: list[FakeGpu] | None = None, *, library: bool = True) -> list[FakeGpu]:
+def reset(gpus: Optional[List[FakeGpu]] = None, *, library: bool = True) -> List[FakeGpu]:
     STATE.gpus = list(gpus) if gpus is not None else [FakeGpu()]
     STATE.initialized = 0
     STATE.library = library
@@ -170,11 +168,11 @@ def nvmlDeviceGetUUID(handle: FakeGpu) -> str:
     return _check(handle).uuid
 
 
-def nvmlDeviceGetSupportedMemoryClocks(handle: FakeGpu) -> list[int]:
+def nvmlDeviceGetSupportedMemoryClocks(handle: FakeGpu) -> List[int]:
     return list(_check(handle).mem_clocks)
 
 
-def nvmlDeviceGetSupportedGraphicsClocks(handle: FakeGpu, memoryClockMHz: int) -> list[int]:
+def nvmlDeviceGetSupportedGraphicsClocks(handle: FakeGpu, memoryClockMHz: int) -> List[int]:
     gpu = _check(handle)
     if memoryClockMHz not in gpu.mem_clocks:
         raise NVMLError(NVML_ERROR_NOT_FOUND)
@@ -206,7 +204,7 @@ def nvmlDeviceResetGpuLockedClocks(handle: FakeGpu) -> None:
     gpu.locked = None
 
 
-def nvmlDeviceGetFieldValues(handle: FakeGpu, fieldIds: list[int]) -> list[Any]:
+def nvmlDeviceGetFieldValues(handle: FakeGpu, fieldIds: List[int]) -> List[Any]:
     gpu = _check(handle)
     out = []
     for fid in fieldIds:
@@ -251,7 +249,7 @@ def nvmlDeviceGetEnforcedPowerLimit(handle: FakeGpu) -> int:
     return _check(handle).power_limit_mw
 
 
-def nvmlDeviceGetPowerManagementLimitConstraints(handle: FakeGpu) -> list[int]:
+def nvmlDeviceGetPowerManagementLimitConstraints(handle: FakeGpu) -> List[int]:
     return list(_check(handle).power_limit_constraints_mw)
 
 

@@ -12,11 +12,9 @@ values for the chip's reset configuration (3 channels x 1 sample x 2.2 ms).
 Idle readings are illustrative.
 """
 
-from __future__ import annotations
-
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, List, Optional, Tuple
 
 IDLE = {"POM_5V_IN": (5016, 420), "POM_5V_GPU": (5016, 16), "POM_5V_CPU": (5016, 124),
         "VDD_IN": (5064, 952), "VDD_CPU_GPU_CV": (5064, 180), "VDD_SOC": (5064, 262)}  # fmt: skip
@@ -34,7 +32,7 @@ def _link(link: Path, target: Path) -> None:
     link.symlink_to(os.path.relpath(target, link.parent))
 
 
-def _iio_chip(tree: Any, chip: Path, folder: str, labels: list[str]) -> None:
+def _iio_chip(tree: Any, chip: Path, folder: str, labels: List[str]) -> None:
     _put(chip / "name", "ina3221x")
     iio = chip / folder
     _put(iio / "name", "ina3221x")
@@ -52,7 +50,7 @@ def _iio_chip(tree: Any, chip: Path, folder: str, labels: list[str]) -> None:
         tree.rail_files[label] = files
 
 
-def _hwmon_chip(tree: Any, chip: Path, index: int, labels: list[str]) -> None:
+def _hwmon_chip(tree: Any, chip: Path, index: int, labels: List[str]) -> None:
     _put(chip / "name", "ina3221")
     hw = chip / "hwmon" / f"hwmon{index}"
     _put(hw / "name", "ina3221")
@@ -78,7 +76,7 @@ def _hwmon_chip(tree: Any, chip: Path, index: int, labels: list[str]) -> None:
 
 
 def add_rails(
-    tree: Any, spec: dict[str, Any], hwmon_index: int, labels: tuple[str, ...] | None
+    tree: Any, spec: Dict[str, Any], hwmon_index: int, labels: Optional[Tuple[str, ...]]
 ) -> None:
     """Every INA3221 of the board; `labels` overrides the first chip's channel labels
     (to test selection by label wherever a rail sits)."""

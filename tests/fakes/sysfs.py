@@ -19,12 +19,10 @@ As in the kernel, /sys/class/devfreq/<node>, the i2c driver entries, `device`,
 sysfs (0444 read-only, 0644 root-writable). Writes go through fakes.kernel.FakeKernel.
 """
 
-from __future__ import annotations
-
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, List, Optional, Tuple
 
 from fakes.boards import BOARDS, NANO_FREQS_HZ, ORIN_NANO_FREQS_HZ, ORIN_NANO_SUPER_FREQS_HZ
 from fakes.kernel import FakeKernel, load_state, refresh, save_state
@@ -57,11 +55,11 @@ class FakeTree:
     root: Path
     devfreq: Path  # real folder of the GPU devfreq node (absent until a late GPU wakes)
     node: str
-    railgate: Path | None
-    rail_files: dict[str, dict[str, Path]] = field(default_factory=dict)
+    railgate: Optional[Path]
+    rail_files: Dict[str, Dict[str, Path]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path, node: str) -> FakeTree:
+    def load(cls, root: Path, node: str) -> "FakeTree":
         """Re-open a tree built earlier (e.g. from a subprocess)."""
         devfreq = (root / "sys/class/devfreq" / node).resolve()
         railgate = (root / "sys/class/devfreq" / node / "device" / "railgate_enable").resolve()
@@ -70,7 +68,7 @@ class FakeTree:
     def read(self, attr: str) -> str:
         return (self.devfreq / attr).read_text().strip()
 
-    def settings(self) -> dict[str, str | None]:
+    def settings(self) -> Dict[str, Optional[str]]:
         """The four settings undercap saves and restores."""
         return {
             "min_freq": self.read("min_freq"),
@@ -79,7 +77,7 @@ class FakeTree:
             "railgate_enable": self.railgate.read_text().strip() if self.railgate else None,
         }
 
-    def snapshot(self) -> dict[str, str]:
+    def snapshot(self) -> Dict[str, str]:
         """Every file of the GPU's devfreq node, its railgate_enable and the kernel's
         requests: what a lock/restore round trip must leave as it was. cur_freq and
         target_freq are left out: they are the governor's reading of the moment (idle
@@ -96,14 +94,14 @@ class FakeTree:
             files[f"kernel:{key}"] = str(state.get(key))
         return files
 
-    def set_thermal_cap(self, hz: int | None) -> None:
+    def set_thermal_cap(self, hz: Optional[int]) -> None:
         """A thermal cooling device's max request (5.x) or clock cap (4.9: cur only)."""
         state = load_state(self.root)
         state["thermal_max_khz"] = None if hz is None else hz // 1000
         save_state(self.root, state)
         refresh(self.devfreq, state)
 
-    def register_devfreq(self, state: dict[str, Any]) -> None:
+    def register_devfreq(self, state: Dict[str, Any]) -> None:
         """nvgpu's gk20a_scale_init at the GPU's first power-up (late GPU, R36)."""
         _devfreq_node(self.root, self.devfreq.parent.parent, self.node, state)
 
@@ -115,7 +113,7 @@ class FakeTree:
             files["power"].write_text(f"{mv * ma // 1000}\n")
 
 
-def _devfreq_node(root: Path, dev: Path, node: str, state: dict[str, Any]) -> Path:
+def _devfreq_node(root: Path, dev: Path, node: str, state: Dict[str, Any]) -> Path:
     table = state["table"]
     d = dev / "devfreq" / node
     _put(d / "available_frequencies", " ".join(str(f) for f in table))
@@ -134,14 +132,14 @@ def _devfreq_node(root: Path, dev: Path, node: str, state: dict[str, Any]) -> Pa
     return d
 
 
-def _of_node(root: Path, dev: Path, dt_path: str, name: str, compatible: list[str]) -> None:
+def _of_node(root: Path, dev: Path, dt_path: str, name: str, compatible: List[str]) -> None:
     base = root / "sys/firmware/devicetree/base" / dt_path
     _put(base / "name", name + "\0")
     _put(base / "compatible", "".join(c + "\0" for c in compatible))
     _link(dev / "of_node", base)
 
 
-def _gpu(root: Path, spec: dict[str, Any], state: dict[str, Any], late: bool) -> FakeTree:
+def _gpu(root: Path, spec: Dict[str, Any], state: Dict[str, Any], late: bool) -> FakeTree:
     dev = root / spec["gpu_dev"]
     node = spec["node"]
     railgate = _put(dev / "railgate_enable", "1", 0o644)
@@ -162,7 +160,7 @@ def _gpu(root: Path, spec: dict[str, Any], state: dict[str, Any], late: bool) ->
     return tree
 
 
-def _board_files(root: Path, spec: dict[str, Any], mode: int | None) -> None:
+def _board_files(root: Path, spec: Dict[str, Any], mode: Optional[int]) -> None:
     _put(root / "proc/device-tree/model", spec["model"] + "\0")
     mem_kb = spec["mem_kb"]
     _put(root / "proc/meminfo", f"MemTotal:        {mem_kb} kB\nMemFree:    {mem_kb // 2} kB")
@@ -176,12 +174,12 @@ def _board_files(root: Path, spec: dict[str, Any], mode: int | None) -> None:
         _put(root / "var/lib/nvpmodel/status", f"pmode:{mode:04d} fmode:quiet", 0o644)
 
 
-def _boot_state(spec: dict[str, Any], mode: int | None) -> dict[str, Any]:
+def _boot_state(spec: Dict[str, Any], mode: Optional[int]) -> Dict[str, Any]:
     """The kernel's state after nvpmodel applied `mode` at boot."""
     table = list(spec["table"])
     qos = not spec["kernel"].startswith(("4.", "3."))
     applied_max, floor = spec.get("applied", {}).get(mode, (None, None))
-    state: dict[str, Any] = {"qos": qos, "table": table, "thermal_max_khz": None}
+    state: Dict[str, Any] = {"qos": qos, "table": table, "thermal_max_khz": None}
     state["user_min_khz"] = (floor or 0) // 1000 if qos else 0
     state["user_max_khz"] = -(-applied_max // 1000) if qos and applied_max else None
     if not qos:  # 4.9 shows what nvpmodel wrote
@@ -193,11 +191,11 @@ def build_board(
     root: Path,
     board: str,
     *,
-    nvpmodel_mode: int | None = -1,
+    nvpmodel_mode: Optional[int] = -1,
     rails: bool = True,
     late_gpu: bool = False,
     hwmon_index: int = 3,
-    labels: tuple[str, ...] | None = None,
+    labels: Optional[Tuple[str, ...]] = None,
 ) -> FakeTree:
     """A tree laid out as `board` (a key of fakes.boards.BOARDS) shows it.
     nvpmodel_mode -1: the board's default mode; None: no nvpmodel status file."""
@@ -218,7 +216,7 @@ def build_board(
     return tree
 
 
-def build_nano(root: Path, *, nvpmodel_mode: int | None = 0, rails: bool = True) -> FakeTree:
+def build_nano(root: Path, *, nvpmodel_mode: Optional[int] = 0, rails: bool = True) -> FakeTree:
     """Jetson Nano Developer Kit, L4T R32.7.1 (kernel 4.9), iio INA3221 layout."""
     return build_board(root, "nano", nvpmodel_mode=nvpmodel_mode, rails=rails)
 
@@ -227,9 +225,9 @@ def build_orin_nano(
     root: Path,
     *,
     release: str = "r36",
-    nvpmodel_mode: int | None = -1,
+    nvpmodel_mode: Optional[int] = -1,
     hwmon_index: int = 3,
-    labels: tuple[str, str, str] = ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"),
+    labels: Tuple[str, str, str] = ("VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"),
     rails: bool = True,
     late_gpu: bool = False,
 ) -> FakeTree:

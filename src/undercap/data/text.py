@@ -21,6 +21,7 @@ from typing import List, Optional, Tuple, Union
 import numpy as np
 import torch
 
+from undercap._compat import isascii
 from undercap.errors import DataError
 from undercap.models.vocab import UNK_ID, VOCAB, VOCAB_SIZE
 
@@ -48,7 +49,7 @@ _LUT[[ord(c) for c in VOCAB[:-1]]] = np.arange(VOCAB_SIZE - 1, dtype=np.uint8)
 
 def normalise_text(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n").translate(_REPLACE)
-    if text.isascii():
+    if isascii(text):
         return text
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))

@@ -5,6 +5,7 @@ normalised to mean 0 / std 1 per channel with the TRAIN split's statistics (the 
 split is normalised with the same numbers, so no test information leaks).
 """
 
+from inspect import signature
 from typing import Optional, Tuple
 
 import numpy as np
@@ -67,13 +68,11 @@ def map_shape(x: torch.Tensor, shape: Optional[Tuple[int, ...]]) -> torch.Tensor
         raise DataError(f"cannot map {x.shape[1]}-channel images to {c} channels")
     if tuple(x.shape[2:]) != (h, w):
         shrink = h < x.shape[2] or w < x.shape[3]
+        # antialias= arrived in torch 1.11: JetPack 4.6's torch 1.10 shrinks without it
+        aa = {"antialias": shrink} if "antialias" in signature(F.interpolate).parameters else {}
         parts = [
             F.interpolate(
-                x[i : i + _CHUNK],
-                size=(h, w),
-                mode="bilinear",
-                align_corners=False,
-                antialias=shrink,
+                x[i : i + _CHUNK], size=(h, w), mode="bilinear", align_corners=False, **aa
             )
             for i in range(0, x.shape[0], _CHUNK)
         ]

@@ -6,7 +6,8 @@ TorchDispatchMode (torch >= 1.13). torch 1.10, the last for the Jetson Nano and 
 
 * FLOPs: the formulas of models/flops.py for each Conv*/Linear call, the backward at one
   forward's worth for each of grad-input and grad-weight that autograd computes (as
-  flops.conv_backward_flops); attention inside a module's forward is not counted.
+  flops.conv_backward_flops), and the char transformer's attention (flops.sdpa_*);
+  attention inside a user's module is not counted.
 * kernels: the model's autograd graph, one per node that is not a view (the forward's
   op) and one per gradient it passes on (the backward's); the loss's own are left out.
 * traffic: the bytes of each leaf module's inputs, outputs and parameters, forward, and
@@ -22,7 +23,8 @@ import torch
 from torch import nn
 
 from undercap._compat import prod
-from undercap.models.flops import HAS_DISPATCH_MODE, conv_flops
+from undercap.models.flops import HAS_DISPATCH_MODE, conv_flops, sdpa_backward_flops, sdpa_flops
+from undercap.models.transformer import CausalSelfAttention
 
 __all__ = ["HAS_DISPATCH_MODE", "LegacyCounter", "legacy_optimizer_kernels", "storage_of"]
 
@@ -51,7 +53,11 @@ class LegacyCounter:
         # it stands in for both of workload's counters: entered twice, hooked once
         self._depth += 1
         if self._depth == 1:
-            leaves = [m for m in self.model.modules() if not list(m.children())]
+            leaves = [
+                m
+                for m in self.model.modules()
+                if not list(m.children()) or isinstance(m, CausalSelfAttention)
+            ]
             self._handles = [m.register_forward_hook(self._count) for m in leaves]
             self._handles.append(self.model.register_forward_hook(self._count_graph))
         return self
@@ -72,6 +78,11 @@ class LegacyCounter:
         # grad-input and grad-weight, where autograd computes them, each one forward's work
         grads = int(torch.is_tensor(x) and bool(x.requires_grad))
         grads += int(any(p.requires_grad for p in own))
+        if isinstance(module, CausalSelfAttention):  # flops.py's formulas, as torch 2 counts
+            b, t = x.shape[0], x.shape[1]
+            qkv = (b, module.n_heads, t, module.head_dim)
+            self.flops += sdpa_flops(qkv, qkv, qkv) + sdpa_backward_flops(None, qkv, qkv, qkv)
+            return  # its Linear layers are leaves, counted on their own
         self.flops += _forward_flops(module, x, output) * (1 + grads)
         moved = _bytes(inputs) + _bytes(output) + sum(p.numel() * p.element_size() for p in own)
         self.bytes += moved * (1 + grads)

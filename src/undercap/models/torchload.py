@@ -31,7 +31,9 @@ class _TensorsOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a weights file")
 
 
-_TENSORS_ONLY = types.SimpleNamespace(Unpickler=_TensorsOnly, load=pickle.load)
+_TENSORS_ONLY = types.ModuleType("undercap_tensors_only")  # torch.load reads its __name__
+_TENSORS_ONLY.Unpickler = _TensorsOnly  # type: ignore[attr-defined]
+_TENSORS_ONLY.load = pickle.load  # type: ignore[attr-defined]
 
 
 def load_tensors(path: Union[str, Path]) -> Any:

@@ -45,11 +45,11 @@ def deterministic_torch(enabled: bool) -> Iterator[None]:
     cudnn = torch.backends.cudnn
     before = (
         torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
+        _warn_only(),
         cudnn.benchmark,
         cudnn.deterministic,
     )
-    torch.use_deterministic_algorithms(True, warn_only=False)
+    _use_deterministic_algorithms(True, warn_only=False)
     cudnn.benchmark, cudnn.deterministic = False, True
     try:
         yield
@@ -62,8 +62,21 @@ def deterministic_torch(enabled: bool) -> Iterator[None]:
             "one within the run-to-run spread, not bit for bit)"
         ) from e
     finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        _use_deterministic_algorithms(before[0], warn_only=before[1])
         cudnn.benchmark, cudnn.deterministic = before[2], before[3]
+
+
+def _warn_only() -> bool:
+    # warn_only arrived in torch 1.11; torch 1.10 (JetPack 4.6) always raises
+    flag = getattr(torch, "is_deterministic_algorithms_warn_only_enabled", None)
+    return bool(flag()) if flag is not None else False
+
+
+def _use_deterministic_algorithms(mode: bool, warn_only: bool) -> None:
+    if hasattr(torch, "is_deterministic_algorithms_warn_only_enabled"):
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:  # torch < 1.11: no warn_only (raising, the mode used here, is its only one)
+        torch.use_deterministic_algorithms(mode)
 
 
 def kill_after_samples() -> Optional[int]:
