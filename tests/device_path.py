@@ -9,7 +9,8 @@ source (module level, in functions, under TYPE_CHECKING: test_layout's graph) an
 every module named in a string (the lazy API tables of PEP 562, the model registry's
 factories): a superset of what any run imports, computed, never listed by hand.
 
-    python tests/device_path.py   # its files, one a line (vermin -t=3.6- reads them)
+    python tests/device_path.py           # its files, one a line (for vermin -t=3.6-)
+    python tests/device_path.py --tests   # the tests the 3.6 floor runs, and their helpers
 """
 
 import ast
@@ -18,10 +19,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "src")]  # this tree's undercap, not an install
+sys.path.insert(0, str(HERE))
 from test_layout import MODULES, import_graph  # noqa: E402
-
-from undercap.cli import SERVER_COMMAND_MODULES  # noqa: E402
 
 #: the CLI entry and the modules of the commands a board runs
 DEVICE_ROOTS = (
@@ -32,6 +31,28 @@ DEVICE_ROOTS = (
     "undercap.cli.profile",
     "undercap.cli.train",
 )
+#: the tests JetPack 4.6's floor runs (scripts/ci/jetpack4.sh): the device side's, with
+#: the Nano and TX2 fake sysfs trees; a test in them that needs the server side is marked
+#: @pytest.mark.server (conftest.py)
+DEVICE_TESTS = (
+    "test_artifacts.py", "test_base.py", "test_datasets.py", "test_devices_cli.py",
+    "test_exit_codes.py", "test_guard.py", "test_jetpack4.py", "test_jetson.py",
+    "test_jetson_boards.py", "test_layout.py", "test_models.py", "test_nvml.py",
+    "test_profile.py", "test_profile_sweep.py", "test_read_only.py", "test_sampler.py",
+    "test_select.py", "test_simulated.py", "test_trace.py", "test_train.py",
+    "test_train_cli.py",
+)  # fmt: skip
+
+
+def server_command_modules() -> Set[str]:
+    """cli/__init__.py's SERVER_COMMAND_MODULES, read from the source."""
+    tree = ast.parse(MODULES["undercap.cli"].read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "SERVER_COMMAND_MODULES" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    raise LookupError("undercap.cli has no SERVER_COMMAND_MODULES")
 
 
 def string_edges() -> Dict[str, Set[str]]:
@@ -44,7 +65,7 @@ def string_edges() -> Dict[str, Set[str]]:
                 name = text.partition(":")[0]
                 if name in MODULES and name != mod:
                     out[mod].add(name)
-    out["undercap.cli"] -= set(SERVER_COMMAND_MODULES)  # named to be refused on 3.6
+    out["undercap.cli"] -= server_command_modules()  # named to be refused on 3.6
     out["undercap"] = set()  # the public API's table: a name loads only when a caller uses it
     return out
 
@@ -77,5 +98,12 @@ def device_path_files() -> List[Path]:
     return [MODULES[m] for m in device_path()]
 
 
+def device_test_files() -> List[Path]:
+    """The device tests and the helpers they import (conftest, fakes, select_helpers...)."""
+    helpers = [p for p in HERE.glob("*.py") if not p.name.startswith("test_")]
+    return sorted(helpers + list((HERE / "fakes").glob("*.py"))) + [HERE / t for t in DEVICE_TESTS]
+
+
 if __name__ == "__main__":
-    print("\n".join(str(p) for p in device_path_files()))
+    files = device_test_files() if sys.argv[1:] == ["--tests"] else device_path_files()
+    print("\n".join(str(p) for p in files))

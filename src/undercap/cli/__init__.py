@@ -9,7 +9,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from undercap import __version__
 from undercap.errors import (
@@ -63,16 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def server_command_refusal(argv: Sequence[str]) -> str:
+def server_command_refusal(argv: Sequence[str], python: Tuple[int, ...] = sys.version_info) -> str:
     """The one error line for a server-side command on a board's Python (< 3.8, JetPack
     4.6), or '' where the command runs here."""
-    if sys.version_info >= SERVER_PYTHON:
+    if tuple(python) >= SERVER_PYTHON:
         return ""
     command = next((a for a in argv if not a.startswith("-")), None)
     server = [c for cs in SERVER_COMMAND_MODULES.values() for c in cs]
     if command not in server:
         return ""
-    here = "Python " + sys.version.split()[0]
+    here = "Python " + ".".join(str(p) for p in python[:3])
     return (
         f"`undercap {command}` runs on a server with Python >= 3.8, not on {here}: a board "
         "(JetPack 4.6) runs `undercap devices`, `restore`, `profile` and `train`; "
