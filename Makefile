@@ -15,7 +15,7 @@ DOCS_STAMP := $(VENV)/.installed-docs-stamp
 TEST_EXTRAS ?= all,dev,hf,lightning,tensorboard,fleet,ray
 DEMO_OUT ?= demo-out
 
-.PHONY: demo docs test test-slow test-jetpack5 test-jetpack6 lint format bench clean device-check
+.PHONY: demo docs test test-slow test-jetpack4 test-jetpack5 test-jetpack6 lint format bench clean device-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -40,9 +40,15 @@ test: $(TEST_STAMP)
 	$(BIN)/vermin -q -t=3.8- --violations --no-tips tests
 	UNDERCAP_WHEEL_TORCH="$(TORCH)" $(BIN)/python -m pytest -q
 
-# The floors users run on (CI runs both): JetPack 5 = Python 3.8 + torch 2.0.1 + numpy
-# 1.x, the default suite; JetPack 6 = Python 3.10 + torch 2.1.0, the built wheel
-# running the demo's `run`. Each keeps its own venv (.venv-jp5, .venv-jp6).
+# The floors users run on (CI runs all three): JetPack 4.6 = Python 3.6 + torch 1.10.2 +
+# numpy 1.19, the built wheel running the device side's tests (the server side needs
+# Python >= 3.8) and a round trip of artifacts with this venv's Python; JetPack 5 =
+# Python 3.8 + torch 2.0.1 + numpy 1.x, the default suite; JetPack 6 = Python 3.10 +
+# torch 2.1.0, the built wheel running the demo's `run`. Each keeps its own venv
+# (.venv-jp4, .venv-jp5, .venv-jp6).
+test-jetpack4: $(STAMP)
+	bash scripts/ci/jetpack4.sh
+
 test-jetpack5:
 	bash scripts/ci/jetpack5.sh
 
@@ -81,4 +87,4 @@ device-check:
 	bash scripts/device-check.sh --out "$(DEVICE_CHECK_OUT)" $(if $(filter 1,$(DRY_RUN)),--dry-run) $(DEVICE_CHECK_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-jp5 .venv-jp6 build site $(DEMO_OUT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-jp4 .venv-jp5 .venv-jp6 build site $(DEMO_OUT) .pytest_cache .ruff_cache

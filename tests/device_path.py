@@ -9,8 +9,9 @@ source (module level, in functions, under TYPE_CHECKING: test_layout's graph) an
 every module named in a string (the lazy API tables of PEP 562, the model registry's
 factories): a superset of what any run imports, computed, never listed by hand.
 
-    python tests/device_path.py           # its files, one a line (for vermin -t=3.6-)
-    python tests/device_path.py --tests   # the tests the 3.6 floor runs, and their helpers
+    python tests/device_path.py                  # its files, one a line (for vermin)
+    python tests/device_path.py --tests          # the tests the 3.6 floor runs
+    python tests/device_path.py --test-sources   # those and the helpers they import
 """
 
 import ast
@@ -105,5 +106,11 @@ def device_test_files() -> List[Path]:
 
 
 if __name__ == "__main__":
-    files = device_test_files() if sys.argv[1:] == ["--tests"] else device_path_files()
+    ask = sys.argv[1:]
+    if ask == ["--tests"]:
+        files = [HERE / t for t in DEVICE_TESTS]
+    elif ask == ["--test-sources"]:
+        files = device_test_files()
+    else:
+        files = device_path_files()
     print("\n".join(str(p) for p in files))
