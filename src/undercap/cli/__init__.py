@@ -47,10 +47,13 @@ TORCH_COMMANDS = frozenset(("profile", "pretrain", "estimate", "train", "run", "
 
 
 def build_parser() -> argparse.ArgumentParser:
+    server = sys.version_info >= SERVER_PYTHON
+    elsewhere = ", ".join(c for cs in SERVER_COMMAND_MODULES.values() for c in cs)
     parser = argparse.ArgumentParser(
         prog="undercap",
         description="Find the batch size and GPU frequency that reach a target accuracy "
         "fastest under a power limit, then train that way.",
+        epilog=None if server else f"On a server with Python >= 3.8: {elsewhere}.",
     )
     parser.add_argument("--version", action="version", version=f"undercap {__version__}")
     parser.add_argument(
@@ -58,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        if name in DEVICE_COMMAND_MODULES or sys.version_info >= SERVER_PYTHON:
+        if name in DEVICE_COMMAND_MODULES or server:
             importlib.import_module(name).register(sub)
     return parser
 
