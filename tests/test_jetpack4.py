@@ -29,7 +29,7 @@ from undercap._compat import run_captured
 from undercap.cli import SERVER_COMMAND_MODULES, main, server_command_refusal
 
 REPO = Path(__file__).resolve().parents[1]
-BOARD_PYTHON = os.environ.get("UNDERCAP_JP4_PYTHON")
+BOARD_PYTHON = os.environ.get("UNDERCAP_JP4_PYTHON")  # relative: to where pytest started
 
 
 def test_the_device_path_reaches_the_device_side_and_stops_short_of_the_server() -> None:
@@ -126,7 +126,7 @@ def test_artifacts_round_trip_between_a_board_and_a_server(tmp_path: Path) -> No
     from undercap.artifacts.train_result import load_train_result
     from undercap.report.text import train_summary
 
-    board, server = str(BOARD_PYTHON), sys.executable
+    board, server = os.path.abspath(str(BOARD_PYTHON)), sys.executable
     nano = ("--device", "sim:jetson-nano", "--torch-device", "cpu", "--no-progress")
     _undercap(board, "profile", *nano, "--model", "small-cnn", "--batch-sizes", "8..64",
               "-o", "board-profile.json", cwd=tmp_path)  # fmt: skip

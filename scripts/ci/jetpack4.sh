@@ -47,7 +47,7 @@ echo "vermin: the device path and its tests run on Python 3.6"
 # shellcheck disable=SC2046
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider $(.venv/bin/python tests/device_path.py --tests)
 t2=$(date +%s)
-UNDERCAP_JP4_PYTHON="$VENV/bin/python" .venv/bin/python -m pytest -q -p no:cacheprovider \
+UNDERCAP_JP4_PYTHON="$PWD/$VENV/bin/python" .venv/bin/python -m pytest -q -p no:cacheprovider \
     tests/test_jetpack4.py
 t3=$(date +%s)
 echo "JetPack 4.6 floor: set-up $((t1 - t0)) s, device tests on 3.6 $((t2 - t1)) s, round trip $((t3 - t2)) s"
