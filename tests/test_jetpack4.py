@@ -107,6 +107,22 @@ def test_vermin_says_python_3_6_for_the_device_path() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.server  # the standard library's side needs Python 3.8
+def test_the_3_6_fallbacks_compute_what_the_standard_library_does() -> None:
+    import math
+    import statistics
+
+    from undercap import _compat
+
+    for p in (1e-12, 1e-6, 0.01, 0.2, 0.5, 0.6, 0.975, 1 - 1e-9):
+        assert _compat._as241_inv_cdf(p) == statistics.NormalDist().inv_cdf(p)  # novermin
+    xs = [0.1, 0.2, 0.3, 1e-17, 5.5]
+    assert _compat._fmean(xs) == statistics.fmean(xs)  # novermin
+    assert _compat._prod([3, 4, 5]) == math.prod([3, 4, 5]) == 60  # novermin
+    with _compat._nullcontext(7) as seven:
+        assert seven == 7
+
+
 def _undercap(python: str, *argv: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["OMP_NUM_THREADS"] = "1"
