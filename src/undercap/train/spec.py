@@ -114,7 +114,7 @@ class TrainSpec(UserCode, _Run):
         return self.max_batch_size or self.batch_size
 
     def validate(self) -> None:
-        """Whether undercap's own loop can run this (train/runner.py)."""
+        """Whether undercap's own loop can run this (`undercap.train.train`)."""
         if self.model is None:
             raise UndercapError("a device run needs a model (--model, or a selection's)")
         if self.target_accuracy is None:
