@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
+    from undercap import defaults
+
     t0 = time.monotonic()
     names = [n.strip() for n in args.jobs.split(",") if n.strip()]
     results = [run_job(n, args.data_dir, args.repeats) for n in names]
@@ -176,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         "runs' seconds spent evaluating, and N(b) per (b, seed), dense and sparse side by "
         "side (dense first, alternating). Jobs: benchmarks/estimate_cost.py's docstring. "
         "Sparse (estimate/evalsched.py): subset screens with a binomial margin "
-        "(z = 4), far jumps with checkpoint replay, whole-split evaluation near the target.",
+        f"(z = {defaults.ESTIMATE_SCREEN_Z:g}), far jumps ({defaults.ESTIMATE_SPARSE_GROWTH:g}x) "
+        "with checkpoint replay, whole-split evaluation near the target, image inputs in "
+        "channels-last layout.",
         "",
         table(results),
         "",

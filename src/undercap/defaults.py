@@ -138,5 +138,6 @@ ESTIMATE_SCREEN_Z = 3.0
 ESTIMATE_SPARSE_GROWTH = 1.25
 #: "far": a screen shows the accuracy below target - this gap (with the margin)
 ESTIMATE_SPARSE_FAR_GAP = 0.05
-#: held-out samples per forward pass in a sparse run's evaluations (dense keeps 512)
+#: held-out samples per forward pass in a sparse CPU run's evaluations and screens (dense
+#: runs and GPUs keep 512: a GPU batch is mostly fixed cost)
 ESTIMATE_SPARSE_EVAL_BATCH = 128

@@ -289,16 +289,16 @@ class Trainer:
     def screen(self, n_items: int) -> float:
         """The metric on the first `n_items` held-out items only, charged to
         eval_wall_s and kept off the curve: estimate/evalsched.py's cheap look (the
-        split is in seeded random order, so a prefix is a random subset). In a sparse
-        run's batches (defaults.ESTIMATE_SPARSE_EVAL_BATCH): faster per item than 512
-        on a CPU, and a screen's exact float sums do not matter, only its margin."""
+        split is in seeded random order, so a prefix is a random subset), in the
+        run's evaluation batches; a screen's exact float sums do not matter, only its
+        margin."""
         t0 = time.perf_counter()
         acc, _ = evaluate(
             self.model,
             self._x_eval[:n_items],
             self._y_eval[:n_items],
             objective=self.objective,
-            batch_size=defaults.ESTIMATE_SPARSE_EVAL_BATCH,
+            batch_size=self.cfg.eval_batch_size,
             device=self.torch_device,
         )
         self.eval_wall_s += time.perf_counter() - t0
