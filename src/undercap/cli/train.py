@@ -232,13 +232,10 @@ def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, A
     for value, flag in ((model, "--model"), (batch_size, "--batch-size")):
         if value is None:
             raise UndercapError(f"{flag} is required (or --from-selection)")
-    target = pick(args.target_accuracy, "target_accuracy")
-    if target is None:
-        raise UndercapError("--target-accuracy is required (or a selection written by `run`)")
     spec = TrainSpec(
         model=model,
         batch_size=batch_size,
-        target_accuracy=target,
+        target_accuracy=pick(args.target_accuracy, "target_accuracy"),
         # a read-only selection observed its clock: train at the clocks as found
         freq_mhz=args.freq_mhz or (sel.lock_mhz() if sel else None),
         cap=cap_of(args, default_w=sel.power_limit_w if sel else None),
@@ -262,6 +259,7 @@ def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, A
         lr_scheduler=pick(args.lr_scheduler, "lr_scheduler"),
         train_step=pick(args.train_step, "train_step"),
     )
+    spec.validate()  # a missing target, a bad budget: one line before any work
     return spec, t.get("data")
 
 

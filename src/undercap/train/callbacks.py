@@ -39,7 +39,7 @@ class CapDriver:
         **capped_kwargs: Any,
     ) -> None:
         from undercap.train.cap import cap_from
-        from undercap.train.setting import loop_spec, median_relative
+        from undercap.train.setting import choose_spec, median_relative
 
         self.device, self.selection, self.metric = device, selection, metric
         kw = dict(capped_kwargs)
@@ -48,20 +48,23 @@ class CapDriver:
         obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
         obj["objective"] = kw.get("objective", "time")
         # the TrainSpec is made here, once, so the trainer can be built with its batch
-        # size and lr(); capped() then takes it as it is (train/setting.loop_spec)
-        self.spec, _ = loop_spec(
-            selection,
-            cap=cap_from(kw.pop("power_limit_w", None), kw.pop("power_schedule", None)),
-            target_accuracy=target_accuracy,
-            guard_window_s=kw.pop("guard_window_s", defaults.GUARD_WINDOW_S),
-            batch_size=kw.pop("batch_size", None),
-            freq_mhz=kw.pop("freq_mhz", None),
-            max_batch_size=kw.pop("max_batch_size", None),
-            profile=kw.get("profile"),
-            relative=kw.get("relative"),
-            objective=obj,
+        # size and lr(); capped() then takes it as it is and makes the follower
+        # (train/setting.loop_spec)
+        given = (  # the batch size, clock, b_max and target given
+            kw.pop("batch_size", None),
+            kw.pop("freq_mhz", None),
+            kw.pop("max_batch_size", None),
+            target_accuracy,
         )
-        self.target_accuracy = target_accuracy
+        self.spec = choose_spec(
+            selection,
+            cap_from(kw.pop("power_limit_w", None), kw.pop("power_schedule", None)),
+            given,
+            kw.pop("guard_window_s", defaults.GUARD_WINDOW_S),
+            kw.get("profile"),
+            kw.get("relative"),
+            obj,
+        )
         self.input_shape, self.task, self.kwargs = input_shape, task, kw
         self.cap: Any = None
         self._model = model

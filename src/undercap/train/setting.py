@@ -48,16 +48,11 @@ def loop_spec(
     if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
         relative = median_relative(proxies, relative)
     given = (batch_size, freq_mhz, max_batch_size, target_accuracy)
-    if isinstance(selection, TrainSpec) and (cap != NO_CAP or given != _NONE4):
-        raise UndercapError(
-            "capped(): a TrainSpec states the batch size, clock, cap and target; "
-            "give them in it, not as keywords too"
-        )
-    spec = _spec(selection, cap, given, guard_window_s, profile, relative, objective)
+    spec = choose_spec(selection, cap, given, guard_window_s, profile, relative, objective)
     return spec, follower_for(spec.cap, profile, relative, objective)
 
 
-def _spec(
+def choose_spec(
     selection: Union[Selection, TrainSpec, str, Path, None],
     cap: Cap,
     given: tuple[Optional[int], Optional[float], Optional[int], Optional[float]],
@@ -66,9 +61,15 @@ def _spec(
     relative: Optional[Mapping[int, float]],
     objective: Mapping[str, Any],
 ) -> TrainSpec:
-    """loop_spec's TrainSpec; `given`: the batch size, clock, b_max and target."""
+    """loop_spec's TrainSpec without its follower (a trainer callback's, made before
+    capped() makes the follower); `given`: the batch size, clock, b_max and target."""
     batch_size, freq_mhz, max_batch_size, target_accuracy = given
     if isinstance(selection, TrainSpec):
+        if cap != NO_CAP or given != _NONE4:
+            raise UndercapError(
+                "capped(): a TrainSpec states the batch size, clock, cap and target; "
+                "give them in it, not as keywords too"
+            )
         return selection
     mine = {"model": None, "target_accuracy": target_accuracy, "guard_window_s": guard_window_s}
     if selection is not None:
