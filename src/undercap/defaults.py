@@ -104,6 +104,9 @@ PRETRAIN_BATCH_SIZE = 64
 # --- device training (`undercap train`) -------------------------------------------------
 TRAIN_MAX_SAMPLES = 100_000
 TRAIN_EVAL_EVERY_SAMPLES = 2_000
+#: "sparse" (train/evalplan.py: far looks and screens, the same time to accuracy) or
+#: "dense" (the whole held-out split at every grid point)
+TRAIN_EVAL_SCHEDULE = "sparse"
 #: checkpoint every this many device seconds of training
 CHECKPOINT_EVERY_S = 60.0
 

@@ -65,6 +65,9 @@ class TrainResult:
     # device seconds spent evaluating (simulated: the model of its forward passes); None
     # in results from before it was counted
     eval_time_s: Optional[float] = None
+    # which grid points were evaluated, and how (train/evalplan.py: "schedule", "looks",
+    # "full_evaluations", "screened_items"); None in results from before it was recorded
+    evaluation: Optional[Dict[str, Any]] = None
 
     @property
     def time_basis(self) -> str:
@@ -112,6 +115,7 @@ class TrainResult:
             "race",
             "clocks",
             "eval_time_s",
+            "evaluation",
         }
         missing = sorted(n for n in names - defaults if n not in obj)
         if missing:

@@ -160,6 +160,15 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
         help="evaluate on at most this many test samples",
     )
     g.add_argument(
+        "--eval-schedule",
+        choices=("sparse", "dense"),
+        default="sparse",
+        help="sparse: the estimates screen each --eval-every point on a held-out subset "
+        "and the device run looks less often far from the target (the same N(b) and time "
+        "to accuracy, a fraction of the evaluations); dense: the whole split at every "
+        "point, every curve point kept (default sparse)",
+    )
+    g.add_argument(
         "--lr",
         type=positive_float,
         default=None,

@@ -165,6 +165,7 @@ def _setup(args: argparse.Namespace) -> Any:
         max_samples=args.max_samples,
         eval_every_samples=args.eval_every,
         eval_max_samples=args.eval_max_samples,
+        eval_schedule=args.eval_schedule,
         lr=args.lr,
         pretrained=args.pretrained,
         torch_device=args.torch_device,

@@ -159,6 +159,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="evaluate on at most this many test samples",
     )
+    r.add_argument(
+        "--eval-schedule",
+        choices=("sparse", "dense"),
+        default=None,
+        help="sparse: far from the target look less often and screen a held-out subset "
+        "first (the same time to accuracy, a fraction of the evaluation time); dense: the "
+        "whole split at every --eval-every point "
+        f"(default: the selection's, else {defaults.TRAIN_EVAL_SCHEDULE})",
+    )
     r.add_argument("--seed", type=int, default=None, help="default: the selection's, else 0")
     r.add_argument("--checkpoint-dir", type=Path, default=None)
     r.add_argument(
@@ -248,6 +257,7 @@ def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, A
             args.eval_every, "eval_every_samples", defaults.TRAIN_EVAL_EVERY_SAMPLES
         ),
         eval_max_samples=pick(args.eval_max_samples, "eval_max_samples"),
+        eval_schedule=pick(args.eval_schedule, "eval_schedule", defaults.TRAIN_EVAL_SCHEDULE),
         seed=pick(args.seed, "seed", 0),
         guard_window_s=args.guard_window_s,
         torch_device=args.torch_device,

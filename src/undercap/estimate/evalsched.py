@@ -41,18 +41,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
-SCHEDULES = ("dense", "sparse")
+from undercap.train.evalplan import SCHEDULES, SparseParams, margin, next_look, stages
 
-
-@dataclass(frozen=True)
-class SparseParams:
-    """The knobs of the sparse schedule (defaults.ESTIMATE_SCREEN_* / _SPARSE_*)."""
-
-    screen_samples: int  # first screen's subset size; later stages x4
-    z: float  # standard errors of margin before a screen rules a point out
-    growth: float  # far jumps: next look at this factor times the samples so far
-    far_gap: float  # far: clearly below target - far_gap
-    jumps: bool  # far jumps with replay (CPU: bit-for-bit repeatable training)
+__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "below", "run_sparse", "stages"]
 
 
 @dataclass(frozen=True)
@@ -64,31 +55,6 @@ class SparseStats:
     screened_items: int  # held-out items scored by screens, all stages
     full_evals: int  # whole-split evaluations (the curve's points)
     replayed_samples: int  # samples trained twice after restoring a checkpoint
-
-
-def stages(first: int, population: int) -> Tuple[int, ...]:
-    """Screen subset sizes: `first`, then x4, each at most half the split (a larger
-    screen saves too little over the whole split to be worth its cost)."""
-    out, m = [], max(1, int(first))
-    while m <= population // 2:
-        out.append(m)
-        m *= 4
-    return tuple(out)
-
-
-def margin(threshold: float, m: int, population: int, z: float) -> float:
-    """z standard errors of a mean of m of `population` items, at the largest
-    variance a metric in [0, 1] with mean >= threshold can have (module docstring)."""
-    p = min(max(threshold, 0.5), 1.0)
-    fpc = (population - m) / max(population - 1, 1)
-    return z * math.sqrt(p * (1.0 - p) / m * max(fpc, 0.0))
-
-
-def next_look(samples: int, every: int, growth: float) -> int:
-    """Far jumps: the first grid multiple of `every` at or beyond samples * growth,
-    at least one interval ahead."""
-    want = max(samples + every, int(math.ceil(samples * growth)))
-    return int(math.ceil(want / every)) * every
 
 
 def below(

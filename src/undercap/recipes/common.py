@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from undercap import __version__
+from undercap import __version__, defaults
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.profile import Profile, load_profile
 from undercap.data.spec import DataSpec
@@ -214,6 +214,9 @@ class TrainingSetup(UserCode, _Trained):
         max_samples: Sample budget of every training run.
         eval_every_samples: Evaluate every this many training samples.
         eval_max_samples: Evaluate on at most this many test samples; None: all.
+        eval_schedule: `"sparse"` (the estimates and the device run evaluate the whole
+            split near the target only: the same N(b) and time to accuracy) or
+            `"dense"` (every grid point, every curve point kept).
         lr: Learning rate at b_max, sqrt-scaled for smaller batches; None: the model's.
         pretrained: Weights file (`undercap pretrain`) every run starts from.
         torch_device: Where the model trains on the host: `"auto"`, `"cpu"`, `"cuda"`.
@@ -225,6 +228,7 @@ class TrainingSetup(UserCode, _Trained):
     """
 
     eval_max_samples: Optional[int] = None
+    eval_schedule: str = defaults.TRAIN_EVAL_SCHEDULE  # the estimates' and the device's
     lr: Optional[float] = None  # base LR at the largest batch; None: models.default_lr
     pretrained: Optional[str] = None  # weights file every run starts from
     torch_device: str = "auto"
@@ -255,6 +259,7 @@ class TrainingSetup(UserCode, _Trained):
             max_samples=self.max_samples,
             eval_every_samples=self.eval_every_samples,
             eval_max_samples=self.eval_max_samples,
+            eval_schedule=self.eval_schedule,
             base_lr=self.lr,
             max_batch_size=max(self.batch_sizes),
             pretrained=self.pretrained,
@@ -346,6 +351,7 @@ def estimate_efficiency(
         max_samples=setup.max_samples,
         eval_every_samples=setup.eval_every_samples,
         eval_max_samples=setup.eval_max_samples,
+        eval_schedule=setup.eval_schedule,
         lr=setup.lr,
         pretrained=setup.pretrained,
         loss=setup.loss,

@@ -98,6 +98,9 @@ class DeviceTrainer:
             # deterministic torch trains other kernels: not the same run (keys made
             # before the switch existed stay valid)
             **({"deterministic": True} if s.deterministic else {}),
+            # which points were evaluated changes the evaluation time recorded, not the
+            # run (keys made before the sparse plan existed are dense runs)
+            **({"eval_schedule": "sparse"} if s.eval_schedule == "sparse" else {}),
             "lr": s.lr,
             "b_max": max(s.batch_sizes),
             "pretrained_sha256": file_sha256(s.pretrained) if s.pretrained else None,

@@ -315,6 +315,7 @@ def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
         "max_samples": setup.max_samples,
         "eval_every_samples": setup.eval_every_samples,
         "eval_max_samples": setup.eval_max_samples,
+        "eval_schedule": setup.eval_schedule,
         "loss": setup.loss,
         "metric": setup.metric,
         **setup.recipe_paths,  # the user's optimizer, LR schedule, training step

@@ -30,7 +30,7 @@ from undercap import defaults
 from undercap.data.base import Splits
 from undercap.errors import UndercapError
 from undercap.models.recipe import Recipe, lr_scale
-from undercap.train.objective import Objective, check_outputs, make_objective
+from undercap.train.objective import check_outputs, evaluate, make_objective
 from undercap.train.repro import deterministic_torch, kill_after_samples, set_cublas_workspace
 
 
@@ -114,33 +114,6 @@ def make_optimizer(model: nn.Module, cfg: LoopConfig) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {cfg.optimizer!r}")
 
 
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    objective: Optional[Objective] = None,
-    batch_size: int = 512,
-    device: Union[torch.device, str] = "cpu",
-) -> Tuple[float, float]:
-    """The target metric (default top-1 accuracy) and the mean loss over (x, y)."""
-    obj = objective or make_objective()
-    was_training = model.training
-    model.eval()
-    total_loss, total_score, total_n, total_items = 0.0, 0.0, 0, 0
-    for i in range(0, x.shape[0], batch_size):
-        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
-        out = model(xb)
-        score, n = obj.score(out, yb)
-        total_loss += float(obj.loss(out, yb)) * int(yb.shape[0])
-        total_score += score
-        total_n += n
-        total_items += int(yb.shape[0])
-    model.train(was_training)
-    return total_score / max(total_n, 1), total_loss / max(total_items, 1)
-
-
 @dataclass
 class Trainer:
     """One training run to a target accuracy. Call `run()`; it may be resumed from
@@ -163,6 +136,8 @@ class Trainer:
     #: set by a hook to end run() after this step (a race's lane spent its budget,
     #: train/race.py); not part of the state: a resumed run goes on
     stop: bool = False
+    #: which grid points are evaluated, and how (evalplan.EvalPlan); None: dense
+    plan: Any = None
 
     def __post_init__(self) -> None:
         if self.cfg.deterministic:
@@ -274,6 +249,8 @@ class Trainer:
         self.eval_wall_s += time.perf_counter() - t0
         point = EvalPoint(samples=self.samples, accuracy=acc, loss=loss)
         self.curve.append(point)
+        if self.plan is not None:  # before on_eval, whose checkpoint holds the plan
+            self.plan.evaluated(self.samples, acc)
         target = self.cfg.target_accuracy
         if self.samples_to_target is None and target is not None and acc >= target:
             self.samples_to_target = self.samples
@@ -286,17 +263,17 @@ class Trainer:
         """Held-out items a whole evaluation scores."""
         return int(self._y_eval.shape[0])
 
-    def screen(self, n_items: int) -> float:
-        """The metric on the first `n_items` held-out items only, charged to
-        eval_wall_s and kept off the curve: estimate/evalsched.py's cheap look (the
-        split is in seeded random order, so a prefix is a random subset), in the
-        run's evaluation batches; a screen's exact float sums do not matter, only its
-        margin."""
+    def screen(self, n_items: int, index: Optional[torch.Tensor] = None) -> float:
+        """The metric on `n_items` held-out items only (the first ones: an estimate
+        loads the split in seeded random order; or those at `index`), charged to
+        eval_wall_s and kept off the curve: a sparse schedule's cheap look, in the run's
+        evaluation batches; its exact float sums do not matter, only its margin."""
         t0 = time.perf_counter()
+        pick = slice(0, n_items) if index is None else index
         acc, _ = evaluate(
             self.model,
-            self._x_eval[:n_items],
-            self._y_eval[:n_items],
+            self._x_eval[pick],
+            self._y_eval[pick],
             objective=self.objective,
             batch_size=self.cfg.eval_batch_size,
             device=self.torch_device,
@@ -317,7 +294,16 @@ class Trainer:
         asks here."""
         every = self.cfg.eval_every_samples
         crossed = self.samples // every > samples_before // every
+        if self.plan is not None:  # a sparse plan looks at some grid points only
+            crossed = crossed and self.plan.wants(self.samples)
         return crossed or self.samples >= self.cfg.max_samples
+
+    def look(self) -> None:
+        """A due grid point: the whole split, unless the plan's screens rule it out
+        (the end of the budget is always scored whole)."""
+        at_end = self.samples >= self.cfg.max_samples
+        if self.plan is None or not self.plan.screened_out(self, force=at_end):
+            self.evaluate()
 
     def run(self) -> LoopResult:
         """Train until the target or the budget, evaluating where `eval_due` says."""
@@ -326,7 +312,7 @@ class Trainer:
                 before = self.samples
                 self.step()
                 if self.eval_due(before):
-                    self.evaluate()
+                    self.look()
                 self._test_kill()
         return self.result()
 
@@ -369,6 +355,7 @@ class Trainer:
             "samples_to_target": self.samples_to_target,
             "train_wall_s": self.train_wall_s,
             "eval_wall_s": self.eval_wall_s,
+            "plan": None if self.plan is None else self.plan.state_dict(),
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -394,3 +381,5 @@ class Trainer:
         self.samples_to_target = state["samples_to_target"]
         self.train_wall_s = float(state["train_wall_s"])
         self.eval_wall_s = float(state["eval_wall_s"])
+        if self.plan is not None and state.get("plan") is not None:
+            self.plan.load_state_dict(state["plan"])

@@ -13,7 +13,7 @@ traceback deep in the loss.
 """
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -123,3 +123,30 @@ def check_outputs(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classe
             f"need {want[1:]} ({num_classes} classes{', one per position' if y.dim() > 1 else ''});"
             " build the model with num_classes= from the data, or pass --loss"
         )
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    objective: Optional[Objective] = None,
+    batch_size: int = 512,
+    device: Union[torch.device, str] = "cpu",
+) -> Tuple[float, float]:
+    """The target metric (default top-1 accuracy) and the mean loss over (x, y)."""
+    obj = objective or make_objective()
+    was_training = model.training
+    model.eval()
+    total_loss, total_score, total_n, total_items = 0.0, 0.0, 0, 0
+    for i in range(0, x.shape[0], batch_size):
+        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+        out = model(xb)
+        score, n = obj.score(out, yb)
+        total_loss += float(obj.loss(out, yb)) * int(yb.shape[0])
+        total_score += score
+        total_n += n
+        total_items += int(yb.shape[0])
+    model.train(was_training)
+    return total_score / max(total_n, 1), total_loss / max(total_items, 1)

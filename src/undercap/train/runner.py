@@ -91,15 +91,34 @@ class _Hooks:
 
     def on_eval(self, trainer: "Trainer", point: "EvalPoint") -> None:
         wall = time.perf_counter() - self._eval_t0
-        self.session.add_eval(trainer.eval_items, trainer.cfg.eval_batch_size, wall)
-        acc = self.session.acc
-        share = acc.eval_time_s / acc.train_time_s if acc.train_time_s > 0 else 0.0
-        self.bar.set_postfix(acc=f"{point.accuracy:.3f}", eval=f"{share:.0%}", refresh=False)
+        spent = self.session.add_eval(trainer.eval_items, trainer.cfg.eval_batch_size, wall)
+        if trainer.plan is not None:  # before the checkpoint below, which holds the plan
+            trainer.plan.record(trainer.eval_items, spent)
+        self._show(f"{point.accuracy:.3f}")
         if self.eval_log is not None:
             self.eval_log.write(eval_row(self.session, point.accuracy, {"loss": point.loss}))
         if self._checkpoint_due(trainer):
             self.save(trainer)
         self.session.resume()
+
+    def on_screen(self, trainer: "Trainer", items: int, wall_s: float, ruled_out: bool) -> None:
+        """A screen of `items` held-out items (evalplan.py), charged as evaluation; one
+        that ruled its grid point out ends the pause here (no whole evaluation follows)."""
+        spent = self.session.add_eval(items, trainer.cfg.eval_batch_size, wall_s)
+        trainer.plan.record(items, spent)
+        self._eval_t0 = time.perf_counter()  # a whole evaluation after it counts from here
+        if not ruled_out:
+            return
+        self._show("<target")
+        if self._checkpoint_due(trainer):
+            self.save(trainer)
+        self.session.resume()
+
+    def _show(self, accuracy: str) -> None:
+        """The bar's postfix: the last look and evaluation's share of training time."""
+        acc = self.session.acc
+        share = acc.eval_time_s / acc.train_time_s if acc.train_time_s > 0 else 0.0
+        self.bar.set_postfix(acc=accuracy, eval=f"{share:.0%}", refresh=False)
 
     def close(self) -> None:
         self.bar.close()
@@ -274,6 +293,8 @@ def _run(
             hooks.switch(trainer, session.batch_size)
         session.on_switch = lambda b: hooks.switch(trainer, b)
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
+        if trainer.plan is not None:
+            trainer.plan.on_screen = lambda m, wall, out: hooks.on_screen(trainer, m, wall, out)
         loop_result = _loop(trainer, hooks, options.checkpoint_dir)
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
     acc = session.snapshot()

@@ -16,6 +16,7 @@ from undercap.artifacts.train_result import TrainResult
 from undercap.artifacts.workload import Workload
 from undercap.data.base import Splits
 from undercap.devices.base import Device
+from undercap.train.evalplan import plan_for
 from undercap.train.guard import BATCH_DOWN, READ_ONLY, PowerGuard
 from undercap.train.loop import LoopConfig, LoopResult, Trainer
 from undercap.train.spec import TrainSpec
@@ -68,10 +69,12 @@ class RunSetup:
                 "whose clocks and power were managed"
             )
         on_device = _to_torch_device(data, tdev)
+        trainer = Trainer(model, on_device, cfg, tdev)
+        trainer.plan = plan_for(spec, trainer.eval_items)
         return cls(
             spec=spec,
             data=on_device,
-            trainer=Trainer(model, on_device, cfg, tdev),
+            trainer=trainer,
             workload=workload_of(model, spec.model, data.input_shape, data.task),
             cuda_sync=torch.cuda.synchronize if tdev.startswith("cuda") else None,
             config=_identity(spec, cfg, data, device.name),
@@ -140,6 +143,7 @@ class RunSetup:
             resumed_from=resumed_from,
             pause_time_s=acc.get("pause_time_s", 0.0),
             eval_time_s=acc.get("eval_time_s", 0.0),
+            evaluation=_evaluation(self.trainer, loop),
             segments=tuple(segments),
             schedule=schedule,
             warnings=tuple(warnings),
@@ -156,6 +160,14 @@ def _loop_fields(loop: LoopResult) -> Dict[str, Any]:
     out.update(eval_wall_s=loop.eval_wall_s, train_wall_s=loop.train_wall_s)
     out["curve"] = tuple(asdict(p) for p in loop.curve)
     return out
+
+
+def _evaluation(trainer: Trainer, loop: LoopResult) -> Dict[str, Any]:
+    """What the run evaluated: its plan's counts, or every grid point (dense)."""
+    if trainer.plan is not None:
+        return trainer.plan.stats()
+    n = len(loop.curve)
+    return {"schedule": "dense", "looks": n, "full_evaluations": n, "screened_items": 0}
 
 
 def _to_torch_device(data: Splits, tdev: str) -> Splits:

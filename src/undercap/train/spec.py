@@ -70,6 +70,9 @@ class TrainSpec(UserCode, _Run):
         max_samples: Sample budget: training stops here if the target is not reached.
         eval_every_samples: Evaluate every this many training samples.
         eval_max_samples: Evaluate on at most this many test samples; None: all.
+        eval_schedule: `"sparse"`: far from the target, look less often and screen a
+            subset of the split first (the same time to accuracy, fewer evaluations);
+            `"dense"`: the whole split at every `eval_every_samples`.
         base_lr: Learning rate at `max_batch_size`; None: the model's.
         max_batch_size: The b_max the learning rate is scaled from by sqrt(b / b_max)
             (the estimate's largest batch); None: `batch_size`.
@@ -91,6 +94,7 @@ class TrainSpec(UserCode, _Run):
     max_samples: int = defaults.TRAIN_MAX_SAMPLES
     eval_every_samples: int = defaults.TRAIN_EVAL_EVERY_SAMPLES
     eval_max_samples: Optional[int] = None
+    eval_schedule: str = defaults.TRAIN_EVAL_SCHEDULE  # evalplan.SCHEDULES
     base_lr: Optional[float] = None  # at max_batch_size; None: the model's
     max_batch_size: Optional[int] = None  # the sqrt LR scaling's b_max; None: batch_size
     weight_decay: Optional[float] = None  # None: the model's
@@ -122,6 +126,10 @@ class TrainSpec(UserCode, _Run):
         if self.batch_size <= 0 or self.max_samples <= 0 or self.eval_every_samples <= 0:
             raise UndercapError(
                 "batch size, sample budget and evaluation interval must be positive"
+            )
+        if self.eval_schedule not in ("dense", "sparse"):
+            raise UndercapError(
+                f"evaluation schedule {self.eval_schedule!r}: use 'sparse' or 'dense'"
             )
         if self.b_max < self.batch_size:
             raise UndercapError(

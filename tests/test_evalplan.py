@@ -1,0 +1,214 @@
+"""The device's sparse evaluation plan (train/evalplan.py): the same time to accuracy as
+dense evaluation, for fewer and smaller evaluations.
+
+Two levels: the plan against brute force on curves whose per-item verdicts are known
+(a fake trainer: no torch training), and whole device runs on the simulated Nano,
+sparse beside dense, interrupted and resumed."""
+
+import math
+
+import pytest
+import torch
+
+from undercap import defaults
+from undercap.devices.simulated import SimulatedDevice
+from undercap.errors import UndercapError
+from undercap.train import train_on_device
+from undercap.train.evalplan import EvalPlan, SparseParams, next_look, secant_look, stages
+from undercap.train.spec import TrainSpec
+
+EVERY = 128
+
+
+class CurveTrainer:
+    """A trainer whose held-out verdicts follow `curve` (samples -> accuracy): item i is
+    right at s samples iff u_i < curve(s), u fixed uniform draws, so a subset's score
+    is a real subset mean and the whole split's is the curve up to 1/n."""
+
+    def __init__(self, curve, n_items: int = 2000, seed: int = 0) -> None:
+        self.curve, self.samples = curve, 0
+        self.u = torch.rand(n_items, generator=torch.Generator().manual_seed(seed))
+        self.scored = 0
+
+    @property
+    def eval_items(self) -> int:
+        return int(self.u.numel())
+
+    def screen(self, n_items, index):
+        self.scored += n_items
+        return float((self.u[index] < self.curve(self.samples)).double().mean())
+
+    def whole(self) -> float:
+        self.scored += self.eval_items
+        return float((self.u < self.curve(self.samples)).double().mean())
+
+
+def dense_crossing(tr: CurveTrainer, target: float, budget: int):
+    for s in range(EVERY, budget + 1, EVERY):
+        tr.samples = s
+        if tr.whole() >= target:
+            return s
+    return None
+
+
+def sparse_crossing(tr: CurveTrainer, target: float, budget: int, params=None):
+    plan = EvalPlan(target, EVERY, tr.eval_items, params or SparseParams.default())
+    plan.on_screen = lambda m, wall, out: plan.record(m, m * 1e-4)  # cost ~ items
+    for s in range(EVERY, budget + 1, EVERY):
+        tr.samples = s
+        if not plan.wants(s) or plan.screened_out(tr, force=s == budget):
+            continue
+        acc = tr.whole()
+        plan.record(tr.eval_items, tr.eval_items * 1e-4)
+        plan.evaluated(s, acc)
+        if acc >= target:
+            return s, plan
+    return None, plan
+
+
+def saturating(rate: float, top: float = 0.95, lag: float = 0.0):
+    """A concave-after-a-lag curve: top * (1 - exp(-rate * (s - lag)))."""
+    return lambda s: top * (1.0 - math.exp(-rate * max(0.0, s - lag)))
+
+
+def logistic(mid: float, width: float, top: float = 0.95):
+    """An S curve (convex, then concave) in log samples."""
+    return lambda s: top / (1.0 + math.exp(-(math.log(s) - math.log(mid)) / width))
+
+
+CURVES = [
+    ("fast", saturating(1 / 1500), 0.82),
+    ("slow", saturating(1 / 20000), 0.71),
+    ("lagged", saturating(1 / 3000, lag=2000), 0.77),
+    ("s-curve", logistic(4000, 0.5), 0.83),
+    ("steep s-curve", logistic(8000, 0.25), 0.88),
+]
+
+
+@pytest.mark.parametrize("name,curve,target", CURVES, ids=[c[0] for c in CURVES])
+def test_sparse_reports_the_dense_grid_point_for_far_less_scoring(name, curve, target):
+    budget = 60_000
+    dense_tr, sparse_tr = CurveTrainer(curve), CurveTrainer(curve)
+    want = dense_crossing(dense_tr, target, budget)
+    got, plan = sparse_crossing(sparse_tr, target, budget)
+    assert want is not None and got == want
+    assert plan.full < want // EVERY  # fewer whole evaluations than grid points
+    assert sparse_tr.scored < 0.5 * dense_tr.scored
+
+
+def test_a_curve_that_never_nears_the_target_is_looked_at_geometrically():
+    tr = CurveTrainer(saturating(1 / 2000, top=0.5))
+    got, plan = sparse_crossing(tr, 0.9, 100_000)
+    assert got is None
+    # growth 1.25 from one interval: about log(100000 / 128) / log(1.25) looks, not 781
+    assert plan.looks < 60 and plan.full <= 2  # the screens tell; the end is scored whole
+
+
+def test_a_jump_from_far_to_the_target_is_the_one_assumption():
+    """Between two far looks the accuracy must not climb from below the far line to
+    the target: a step in the curve inside one jump is found only at the next look,
+    late, which a dense run would not be."""
+    step = lambda s: 0.3 if s < 5000 else 0.95  # noqa: E731
+    target = 0.9
+    want = dense_crossing(CurveTrainer(step), target, 20_000)
+    got, _ = sparse_crossing(CurveTrainer(step), target, 20_000)
+    assert want == 5120 and got is not None and got > want
+
+
+def test_secant_and_growth_bound_the_next_look():
+    assert next_look(1000, EVERY, 1.25) == 1280
+    assert next_look(128, EVERY, 1.25) == 256  # at least one interval ahead
+    # 0.5 at 1000 after 0.3 at 500: the secant reaches 0.8 at 1750 -> grid 1792
+    assert secant_look((500, 0.3), 1000, 0.5, 0.8, EVERY) == 1792
+    assert secant_look((500, 0.6), 1000, 0.5, 0.8, EVERY) is None  # not rising
+    assert secant_look(None, 1000, 0.5, 0.8, EVERY) is None
+    assert secant_look((900, 0.3), 1000, 0.79, 0.8, EVERY) == 1152  # one interval at least
+
+
+def test_plan_state_round_trips():
+    tr = CurveTrainer(saturating(1 / 5000))
+    plan = EvalPlan(0.8, EVERY, tr.eval_items, SparseParams.default())
+    for s in (128, 256, 384):
+        tr.samples = s
+        if plan.wants(s) and not plan.screened_out(tr):
+            plan.evaluated(s, tr.whole())
+    other = EvalPlan(0.8, EVERY, tr.eval_items, SparseParams.default())
+    other.load_state_dict(plan.state_dict())
+    assert other.state_dict() == plan.state_dict() and other.stats() == plan.stats()
+    assert [other.wants(s) for s in range(128, 4000, 128)] == [
+        plan.wants(s) for s in range(128, 4000, 128)
+    ]
+
+
+def test_bad_schedule_and_target_are_one_line():
+    with pytest.raises(UndercapError, match="use 'sparse' or 'dense'"):
+        TrainSpec(
+            model="small-cnn", batch_size=8, target_accuracy=0.5, eval_schedule="x"
+        ).validate()
+    with pytest.raises(UndercapError, match="target in"):
+        EvalPlan(1.5, EVERY, 100, SparseParams.default())
+    assert stages(256, 359) == ()  # the demo's split: no screen fits, looks are whole
+
+
+# --- whole device runs -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def digits():
+    from undercap.data import load_dataset
+
+    return load_dataset("digits", input_shape=(1, 8, 8), limit=600)
+
+
+def run(data, schedule, **kw):
+    dev = SimulatedDevice.from_name("jetson-nano", seed=0)
+    args = dict(batch_size=16, target_accuracy=0.95, max_samples=8000, eval_every_samples=32,
+                freq_mhz=614.4, progress=False, eval_schedule=schedule, torch_device="cpu")  # fmt: skip
+    args.update(kw)
+    return train_on_device(dev, "small-cnn", data, **args)
+
+
+@pytest.fixture()
+def small_screens(monkeypatch):
+    """Screens that fit the 150-item split: 30 items (then 120 > half: one stage)."""
+    monkeypatch.setattr(defaults, "ESTIMATE_SCREEN_SAMPLES", 30)
+
+
+def test_device_run_sparse_equals_dense_time_to_accuracy(digits, small_screens):
+    dense, sparse = run(digits, "dense"), run(digits, "sparse")
+    assert dense.reached and sparse.reached
+    assert sparse.samples_to_target == dense.samples_to_target
+    assert sparse.time_to_accuracy_s == pytest.approx(dense.time_to_accuracy_s, rel=1e-12)
+    assert sparse.energy_j == pytest.approx(dense.energy_j, rel=0.02)
+    # every whole evaluation sparse made is dense's value at that grid point
+    dense_at = {c["samples"]: c["accuracy"] for c in dense.curve}
+    assert all(dense_at[c["samples"]] == c["accuracy"] for c in sparse.curve)
+    d, s = dense.evaluation, sparse.evaluation
+    assert d["schedule"] == "dense" and d["full_evaluations"] == len(dense.curve)
+    assert s["schedule"] == "sparse" and s["full_evaluations"] == len(sparse.curve)
+    assert s["screened_items"] > 0 and s["full_evaluations"] < d["full_evaluations"]
+    assert sparse.eval_time_s < dense.eval_time_s
+
+
+def test_sparse_run_killed_and_resumed_equals_the_uninterrupted(digits, tmp_path, monkeypatch):
+    """The plan's state (near or far, the next look, its counts) is in the checkpoint:
+    a resumed run looks at the same grid points as the uninterrupted one."""
+    from undercap.train.loop import Trainer
+
+    kw = dict(checkpoint_every_samples=40)
+    full = run(digits, "sparse", **kw, checkpoint_dir=tmp_path / "full")
+    step = Trainer.step
+
+    def dying_step(self):
+        if self.samples >= 240:
+            raise RuntimeError("killed")
+        step(self)
+
+    monkeypatch.setattr(Trainer, "step", dying_step)
+    with pytest.raises(RuntimeError, match="killed"):
+        run(digits, "sparse", **kw, checkpoint_dir=tmp_path / "ck")
+    monkeypatch.setattr(Trainer, "step", step)
+    r = run(digits, "sparse", **kw, checkpoint_dir=tmp_path / "ck", resume=True)
+    assert r.resumed_from is not None and 0 < r.resumed_from <= 240
+    assert [c["samples"] for c in r.curve] == [c["samples"] for c in full.curve]
+    assert r.evaluation == full.evaluation
+    assert r.samples_to_target == full.samples_to_target
+    assert r.eval_time_s == pytest.approx(full.eval_time_s, rel=1e-9)
