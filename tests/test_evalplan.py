@@ -212,3 +212,27 @@ def test_sparse_run_killed_and_resumed_equals_the_uninterrupted(digits, tmp_path
     assert r.evaluation == full.evaluation
     assert r.samples_to_target == full.samples_to_target
     assert r.eval_time_s == pytest.approx(full.eval_time_s, rel=1e-9)
+
+
+def test_a_reader_of_the_curve_gets_whole_evaluations_at_its_minimum_rate():
+    """With `max_gap`, whole evaluations come at most that many samples apart, far from
+    the target too (what the online re-selection reads), and the crossing is dense's."""
+    curve, target, gap = saturating(1 / 20000), 0.71, 1024
+    want = dense_crossing(CurveTrainer(curve), target, 60_000)
+    tr = CurveTrainer(curve)
+    plan = EvalPlan(target, EVERY, tr.eval_items, SparseParams.default(), max_gap=gap)
+    plan.on_screen = lambda m, wall, out: plan.record(m, m * 1e-4)
+    fulls = []
+    for s in range(EVERY, 60_001, EVERY):
+        tr.samples = s
+        if not plan.wants(s) or plan.screened_out(tr):
+            continue
+        acc = tr.whole()
+        plan.record(tr.eval_items, tr.eval_items * 1e-4)
+        plan.evaluated(s, acc)
+        fulls.append(s)
+        if acc >= target:
+            break
+    assert fulls[-1] == want
+    assert fulls[0] <= gap and all(b - a <= gap for a, b in zip(fulls, fulls[1:]))
+    assert len(fulls) < want // EVERY

@@ -291,3 +291,17 @@ def test_torch_2_0_flop_fallback_counts_what_flop_counter_counts(name, shape, cl
             F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1)).backward()
         totals.append(counter.get_total_flops())
     assert totals[0] == totals[1] == NATIVE_FLOPS[name]
+
+
+def test_counting_a_workload_leaves_the_global_generator_as_it_was(monkeypatch):
+    """The counting steps run the model in training mode (dropout draws): the run that
+    asked, seeded already, must not train on a stream the first count of a model in a
+    process shifted (later counts come from the cache and draw nothing)."""
+    from undercap.models import workload as W
+
+    monkeypatch.setattr(W, "_cache", {})
+    model = build_model("char-transformer", num_classes=VOCAB, input_shape=(16,))
+    torch.manual_seed(3)
+    before = torch.get_rng_state()
+    workload_of(model, "char-transformer", (16,))
+    assert torch.equal(torch.get_rng_state(), before)

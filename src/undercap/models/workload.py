@@ -184,10 +184,17 @@ def workload_of(
     if key in _cache:
         return _cache[key]
     try:
-        small, large = (
-            _count_step(probe, kind, *dummy_batch(kind, input_shape, b, vocab, num_classes, gen))
-            for b in _BATCHES
-        )
+        # the counting steps run in training mode: dropout draws from torch's global
+        # generator, which the run about to start has seeded (loop.Trainer). Fork it, or
+        # the first run of a model in a process (the one that fills _cache) trains on
+        # another dropout stream than the runs after it.
+        with torch.random.fork_rng(devices=[]):
+            small, large = [
+                _count_step(
+                    probe, kind, *dummy_batch(kind, input_shape, b, vocab, num_classes, gen)
+                )
+                for b in _BATCHES
+            ]
     except (RuntimeError, ValueError, TypeError) as e:  # e.g. labels per position, logits not
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise UndercapError(

@@ -188,9 +188,16 @@ def _eval_line(r: Any) -> str:
         return f"evaluation: {host} (not charged to training)"
     share = r.eval_time_s / r.train_time_s if r.train_time_s > 0 else 0.0
     how = "modelled forward passes of the simulated device" if r.simulated else "device clock"
+    ev = getattr(r, "evaluation", None) or {}
+    what = ""
+    if ev.get("schedule") == "sparse":  # train/evalplan.py
+        what = (
+            f"; sparse: {ev['full_evaluations']} whole evaluations, "
+            f"{ev['screened_items']} items screened, in {ev['looks']} looks"
+        )
     return (
         f"evaluation: {r.eval_time_s:.3g} s ({how}), {share:.1%} of the training time, "
-        f"{host}; not charged to training"
+        f"{host}{what}; not charged to training"
     )
 
 

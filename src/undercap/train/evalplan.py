@@ -119,7 +119,13 @@ class EvalPlan:
     move it on; `state_dict` goes into the run's checkpoints."""
 
     def __init__(
-        self, target: float, every: int, eval_items: int, params: SparseParams, seed: int = 0
+        self,
+        target: float,
+        every: int,
+        eval_items: int,
+        params: SparseParams,
+        seed: int = 0,
+        max_gap: Optional[int] = None,
     ) -> None:
         if not 0.0 < target <= 1.0:
             raise UndercapError(f"a sparse evaluation plan needs a target in (0, 1], not {target}")
@@ -129,6 +135,9 @@ class EvalPlan:
         self.order = torch.randperm(int(eval_items), generator=gen)  # the screens' subsets
         self.near = not params.jumps
         self.look_at = 0
+        # whole evaluations at most this many samples apart (a reader of the curve
+        # during the run needs them: the online re-selection's minimum rate)
+        self.max_gap, self.last_full = max_gap, 0
         self.prev: Optional[Tuple[int, float]] = None  # the last far look (samples, mean)
         self.looks = self.full = self.screened = 0
         self.cost_s: Dict[int, float] = {}  # items scored -> device seconds charged
@@ -136,13 +145,16 @@ class EvalPlan:
 
     def wants(self, samples: int) -> bool:
         """Whether the grid point at `samples` gets a look."""
-        return self.near or samples >= self.look_at
+        return self.near or samples >= self.look_at or self._gap_due(samples)
+
+    def _gap_due(self, samples: int) -> bool:
+        return self.max_gap is not None and samples - self.last_full >= self.max_gap
 
     def screened_out(self, trainer: Any, force: bool = False) -> bool:
         """Screen the due grid point (not when `force`d): True if the screens rule it
         out (no whole evaluation); they also decide whether the run is still far."""
         self.looks += 1
-        if force:
+        if force or self._gap_due(trainer.samples):
             return False
         n, far_line = trainer.eval_items, self.target - self.params.far_gap
         for m in self.worth_it(n):
@@ -175,6 +187,7 @@ class EvalPlan:
     def evaluated(self, samples: int, accuracy: float) -> None:
         """A whole evaluation at `samples` (exact: its own upper bound)."""
         self.full += 1
+        self.last_full = samples
         self._moved(samples, accuracy, accuracy)
 
     def _moved(self, samples: int, mean: float, upper: float) -> None:
@@ -203,6 +216,7 @@ class EvalPlan:
             "near": self.near,
             "look_at": self.look_at,
             "prev": self.prev,
+            "last_full": self.last_full,
             "counts": [self.looks, self.full, self.screened],
             "cost_s": [[m, c] for m, c in sorted(self.cost_s.items())],
         }
@@ -211,6 +225,7 @@ class EvalPlan:
         self.near, self.look_at = bool(state["near"]), int(state["look_at"])
         self.prev = None if state["prev"] is None else (int(state["prev"][0]), state["prev"][1])
         self.looks, self.full, self.screened = (int(c) for c in state["counts"])
+        self.last_full = int(state.get("last_full", 0))
         self.cost_s = {int(m): float(c) for m, c in state.get("cost_s", [])}
 
 
