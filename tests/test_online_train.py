@@ -1,0 +1,123 @@
+"""The online rule on a running run (train/online.py): the selection's online block, the
+prefix re-anchored after a switch, and `undercap train --from-selection --online` on the
+simulated Nano (a switch recorded as a segment, like a cap-driven one)."""
+
+import json
+
+import pytest
+from online_helpers import REL, proxy_efficiencies, write_selection
+
+from undercap import defaults
+from undercap.artifacts.selection import load_selection
+from undercap.cli import main
+from undercap.errors import UndercapError
+from undercap.select.core import Choice
+from undercap.select.online_data import from_block, online_block, thin
+from undercap.train.online import OnlineRule
+
+TRAIN = ["train", "--device", "sim:jetson-nano", "--dataset", "digits", "--input-shape", "1x8x8",
+         "--limit", "600", "--target-accuracy", "0.99", "--max-samples", "512", "--eval-every",
+         "128", "--torch-device", "cpu", "--no-progress"]  # fmt: skip
+
+
+def test_thin_keeps_the_ends_and_at_most_the_count() -> None:
+    curve = [(i * 10.0, i / 100) for i in range(101)]
+    out = thin(curve, 7)
+    assert len(out) == 7 and out[0] == [0.0, 0.0] and out[-1] == [1000.0, 1.0]
+    assert [p[0] for p in out] == sorted(p[0] for p in out)
+    assert thin(curve[:5], 7) == [[float(n), a] for n, a in curve[:5]]
+
+
+def test_block_round_trips_and_needs_two_proxies_with_curves() -> None:
+    effs = proxy_efficiencies()
+    block = online_block(["A", "B", "C"], effs)
+    assert block is not None and block["samples_bmax"] == 100_000
+    data = from_block({"online": json.loads(json.dumps(block))})
+    assert [p.name for p in data.proxies] == ["A", "B", "C"]
+    assert data.proxies[0].relative == REL["A"] and len(data.proxies[0].curves[16]) == 2
+    assert online_block(["A"], effs[:1]) is None  # one proxy: nothing to re-weigh
+    bare = [e.__class__(**{**e.__dict__, "extra": {}}) for e in effs]
+    assert online_block(["A", "B", "C"], bare) is None  # no recorded curves
+    with pytest.raises(UndercapError, match="has no online block"):
+        from_block({}, "old.json")
+
+
+def _rule(target: float = 0.9) -> OnlineRule:
+    data = from_block({"online": online_block(["A", "B", "C"], proxy_efficiencies())})
+    cands = {
+        16: Choice("ours", 16, 921.6, 1.0e-3, 3.0, None, None, 5.0),
+        32: Choice("ours", 32, 921.6, 0.8e-3, 3.2, None, None, 5.0),
+    }
+    return OnlineRule(data, target, lambda limit: dict(cands))
+
+
+def test_rule_starts_at_the_median_and_switches_on_the_first_look() -> None:
+    rule = _rule()
+    assert rule.relative == {16: 2.0, 32: 1.0}  # the median of A, B, C: stays at 32
+    rule.count(32, 128)
+    d = rule.observe(0.3, 32, 5.0)
+    assert d is not None and d.switch and d.batch_size == 16  # A alone fits the prefix
+    assert rule.relative == pytest.approx(REL["A"], rel=1e-6)
+    assert d.remaining_s < (1 - defaults.ONLINE_MARGIN) * d.current_remaining_s
+    assert rule.observe(0.95, 32, 5.0) is None  # at the target: the run ends, no look
+
+
+def test_prefix_after_a_switch_is_re_anchored_at_the_new_batch_size() -> None:
+    """After 128 samples at b = 32 and a switch to 16, those samples did the work of
+    128 r(16) / r(32) = 38.4 samples at 16 (schedule.py's progress model, with the r(b)
+    in force); the next 64 samples at 16 put the run at 102.4 b=16-equivalent samples."""
+    rule = _rule()
+    rule.count(32, 128)
+    rule.observe(0.3, 32, 5.0)
+    rule.count(16, 64)
+    assert rule.equivalent(rule.samples_by_batch, 16) == pytest.approx(128 * 0.3 + 64)
+    d = rule.observe(0.35, 16, 5.0)
+    first, second = (rule.equivalent(at, 16) for at, _ in rule.points)
+    assert (first, second) == pytest.approx((38.4, 102.4), rel=1e-6)
+    assert d is not None and not d.switch and d.batch_size == 16  # A still: stay
+    # the checkpoint's state continues the same prefix
+    again = _rule()
+    again.restore(json.loads(json.dumps(rule.state())))
+    assert again.points == rule.points and again.relative == rule.relative
+
+
+def test_rule_never_leaves_the_feasible_candidates() -> None:
+    rule = _rule()
+    only32 = rule.feasible
+    rule.feasible = lambda limit: {32: only32(limit)[32]}  # a cap under b = 16's peak
+    rule.count(32, 128)
+    d = rule.observe(0.3, 32, 3.1)
+    assert d is not None and not d.switch and d.batch_size == 32
+
+
+def test_train_from_selection_online_switches_and_records_a_segment(tmp_path, capsys) -> None:
+    sel = write_selection(tmp_path, main, capsys)
+    out = tmp_path / "train.json"
+    assert main([*TRAIN, "--from-selection", sel, "--online", "-o", str(out)]) == 3  # not reached
+    err = capsys.readouterr().err
+    assert "online: switching b=32 -> b=16 at 921.6 MHz after 128 samples" in err
+    res = json.loads(out.read_text())
+    segs = res["segments"]
+    assert [s["batch_size"] for s in segs] == [32, 16]
+    assert segs[0]["samples"] == 128 and sum(s["samples"] for s in segs) == res["samples_trained"]
+    assert all(s["peak_power_w"] <= 5.0 for s in segs)
+    # off by default: the same command without --online never switches
+    assert main([*TRAIN, "--from-selection", sel, "-o", str(out)]) == 3
+    assert json.loads(out.read_text())["segments"] == []
+
+
+def test_online_errors_are_one_line_exit_2(tmp_path, capsys) -> None:
+    sel = write_selection(tmp_path, main, capsys)
+    old = tmp_path / "old.json"
+    obj = json.loads((tmp_path / "sel.json").read_text())
+    del obj["online"]
+    old.write_text(json.dumps(obj))
+    assert load_selection(old).extra.get("online") is None
+    for argv, needle in (
+        ([*TRAIN, "--from-selection", str(old), "--online"], "has no online block"),
+        ([*TRAIN, "--from-selection", sel, "--online", "--eval-every", "4096"], "at least every"),
+        ([*TRAIN, "--model", "small-cnn", "--batch-size", "32", "--online"], "--from-selection"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1 and err.startswith("error:")
