@@ -121,3 +121,49 @@ def test_online_errors_are_one_line_exit_2(tmp_path, capsys) -> None:
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and len(err.splitlines()) == 1 and err.startswith("error:")
+
+
+def _run_argv(tmp_path, *extra: str) -> list:  # type: ignore[no-untyped-def]
+    from online_helpers import TABLE
+    from select_helpers import make_profile
+
+    from undercap.artifacts import save_efficiency, save_profile
+
+    prof = save_profile(tmp_path / "p.json", make_profile(TABLE, model="small-cnn"))
+    argv = ["run", "--device", "sim:jetson-nano", "--model", "small-cnn", "--batch-sizes",
+            "16,32", "--max-samples", "512", "--eval-every", "128", "--torch-device", "cpu",
+            "--no-progress", "--target", "digits", "--target-limit", "600", "--power-limit",
+            "5", "--target-accuracy", "0.99", "--profile", str(prof), *extra]  # fmt: skip
+    for i, eff in enumerate(proxy_efficiencies()):
+        argv += ["--efficiency", str(save_efficiency(tmp_path / f"e{i}.json", eff))]
+    return argv
+
+
+def test_run_online_carries_the_block_and_switches(tmp_path, capsys) -> None:
+    out = tmp_path / "res"
+    assert main([*_run_argv(tmp_path, "--online"), "-o", str(out)]) == 3  # not reached
+    assert "online: switching b=32 -> b=16" in capsys.readouterr().err
+    sel = json.loads((out / "selection.json").read_text())
+    assert [p["name"] for p in sel["online"]["proxies"]] == ["proxy-A", "proxy-B", "proxy-C"]
+    assert sel["online"]["proxies"][0]["curves"]["16"][1] == [[0.0, 0.9], [100_000.0, 0.9]]
+    segs = json.loads((out / "train.json").read_text())["segments"]
+    assert [s["batch_size"] for s in segs] == [32, 16]
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--online", "--race"], "pick one"),
+        (["--online", "--eval-every", "4096"], "at least every 2048 samples"),
+    ],
+)
+def test_run_online_errors_exit_2(tmp_path, capsys, extra, needle) -> None:
+    argv = _run_argv(tmp_path)
+    argv[argv.index("--eval-every") : argv.index("--eval-every") + 2] = []
+    assert main([*argv, *extra, "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+    assert main(["run", "--model", "small-cnn", "--proxy", "digits", "--target", "digits",
+                 "--power-limit", "5", "--target-accuracy", "0.5", "--online", "-o",
+                 str(tmp_path / "o")]) == 2  # fmt: skip
+    assert "give --proxy twice or more" in capsys.readouterr().err
