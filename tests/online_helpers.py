@@ -32,7 +32,7 @@ def proxy_efficiencies(model: str = "small-cnn"):  # type: ignore[no-untyped-def
     out = []
     for name, rel in REL.items():
         eff = make_efficiency(rel, model=model, n_max=int(FLAT))
-        extra = {"curves": _curves(name, eff.target_accuracy)}
+        extra = {"curves": _curves(name, eff.target_accuracy), "config": {"b_max": 32}}
         out.append(dataclasses.replace(eff, dataset=f"proxy-{name}", extra=extra))
     return out
 
