@@ -167,3 +167,62 @@ def test_run_online_errors_exit_2(tmp_path, capsys, extra, needle) -> None:
                  "--power-limit", "5", "--target-accuracy", "0.5", "--online", "-o",
                  str(tmp_path / "o")]) == 2  # fmt: skip
     assert "give --proxy twice or more" in capsys.readouterr().err
+
+
+def test_online_under_a_changing_cap_switches_through_the_follower(tmp_path, capsys) -> None:
+    """A cap that changes: the follower chose b = 32 (proxy B's r(b)); the rule's candidates
+    come from the profile at the cap in force, and its switch is the follower's segment."""
+    sel = write_selection(tmp_path, main, capsys)
+    sched = tmp_path / "cap.csv"
+    sched.write_text("time_s,power_limit_w\n0,5\n1000,6\n")  # changes after the run
+    out = tmp_path / "train.json"
+    argv = [*TRAIN, "--from-selection", sel, "--online", "--power-schedule", str(sched),
+            "--profile", str(tmp_path / "p.json"), "--efficiency", str(tmp_path / "e1.json"),
+            "-o", str(out)]  # fmt: skip
+    assert main(argv) == 3  # not reached
+    assert "online: switching b=32 -> b=16" in capsys.readouterr().err
+    res = json.loads(out.read_text())
+    assert [(s["batch_size"], s["power_limit_w"]) for s in res["segments"]] == [(32, 5), (16, 5)]
+
+
+def test_killed_online_run_resumes_as_the_uninterrupted_one(tmp_path, capsys) -> None:
+    """SIGKILL after the switch (checkpoints every 128 samples; killed at 352, so the
+    steps after 256 are redone); the same command with --resume continues the rule's
+    state (its prefix, its r(b)) and ends as the uninterrupted run, switch included."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    from undercap.train.repro import KILL_AFTER_SAMPLES_ENV
+
+    sel = write_selection(tmp_path, main, capsys)
+    base = [*TRAIN, "--from-selection", sel, "--online", "--checkpoint-every-samples", "128"]
+    whole = tmp_path / "whole.json"
+    assert main([*base, "--checkpoint-dir", str(tmp_path / "c0"), "-o", str(whole)]) == 3
+    ref = json.loads(whole.read_text())
+    ckpt = ["--checkpoint-dir", str(tmp_path / "c1")]
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = dict(os.environ, PYTHONPATH=str(src), OMP_NUM_THREADS=str(torch.get_num_threads()),
+               **{KILL_AFTER_SAMPLES_ENV: "352"})  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "undercap.cli", *base, *ckpt], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    out = tmp_path / "resumed.json"
+    assert main([*base, *ckpt, "--resume", "-o", str(out)]) == 3
+    res = json.loads(out.read_text())
+    assert 128 < res["resumed_from"] <= 352
+    assert res["curve"] == ref["curve"] and res["samples_trained"] == ref["samples_trained"]
+    keep = ("batch_size", "freq_mhz", "samples", "power_limit_w")
+    assert [{k: s[k] for k in keep} for s in res["segments"]] == [
+        {k: s[k] for k in keep} for s in ref["segments"]
+    ]
+    assert [s["batch_size"] for s in ref["segments"]] == [32, 16]
+    # the rule's own state went on: every evaluation's point, the switch it made
+    from undercap.train.checkpoint import load_checkpoint
+
+    end = [load_checkpoint(tmp_path / c)["online"] for c in ("c0", "c1")]
+    assert end[1] == end[0] and len(end[0]["points"]) == 4 and len(end[0]["switches"]) == 1
