@@ -201,7 +201,8 @@ def train(
     """Train `spec` on `data` on `device`, kept as `options` say: the loop inside a
     session that locks the clock (or not, read-only), holds the cap and accounts the
     device's time and energy. A cap that changes (`spec.cap`) needs the `reselector`
-    that picks (b, f) at every change; `spec.online` the `online` rule (train/online.py)."""
+    that picks (b, f) at every change; `spec.online` the `online` rule, made from a
+    selection's online block (the proxies' curves)."""
     if changes(spec.cap) != (reselector is not None):
         raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
     if spec.online != (online is not None):
