@@ -90,6 +90,35 @@ def test_rule_never_leaves_the_feasible_candidates() -> None:
     assert d is not None and not d.switch and d.batch_size == 32
 
 
+def test_read_only_rule_stays_below_what_the_guard_stepped_down_from() -> None:
+    """On a read-only device the guard measured b = 32 over the cap and stepped down to
+    16: the rule, which would move back to 32 (proxy X fits and favours it), stays."""
+    from types import SimpleNamespace
+
+    from undercap.select.online import ProxyCurves
+    from undercap.select.online_data import OnlineData
+
+    wide = {b: [[(0.0, 0.0), (1e5, 0.0)], [(0.0, 0.9), (1e5, 0.9)]] for b in (16, 32)}
+    off = {b: [[(0.0, 2.7), (1e5, 2.7)]] * 2 for b in (16, 32)}
+    data = OnlineData(
+        (
+            ProxyCurves("X", {16: 2.0, 32: 1.0}, wide, 0.9, 1e5),
+            ProxyCurves("Y", {16: 0.3, 32: 1.0}, off, 0.9, 1e5),
+            ProxyCurves("Z", {16: 0.3, 32: 1.0}, off, 0.9, 1e5),
+        ),
+        1e5,
+    )
+    cands = {
+        16: Choice("ours", 16, 921.6, 1.0e-3, 3.0, None, None, 5.0),
+        32: Choice("ours", 32, 921.6, 0.8e-3, 3.2, None, None, 5.0),
+    }
+    for events, to in (((), 32), ((SimpleNamespace(from_batch_size=32),), 16)):
+        rule = OnlineRule(data, 0.9, lambda limit: dict(cands))
+        rule.count(16, 128)
+        d = rule.observe(0.3, 16, 5.0, events)
+        assert d is not None and d.batch_size == to and d.switch == (to == 32)
+
+
 def test_train_from_selection_online_switches_and_records_a_segment(tmp_path, capsys) -> None:
     sel = write_selection(tmp_path, main, capsys)
     out = tmp_path / "train.json"
@@ -148,6 +177,7 @@ def test_run_online_carries_the_block_and_switches(tmp_path, capsys) -> None:
     assert sel["online"]["proxies"][0]["curves"]["16"][1] == [[0.0, 0.9], [100_000.0, 0.9]]
     segs = json.loads((out / "train.json").read_text())["segments"]
     assert [s["batch_size"] for s in segs] == [32, 16]
+    assert "the configuration changed under the cap: 2 segments" in (out / "summary.md").read_text()
 
 
 @pytest.mark.parametrize(
