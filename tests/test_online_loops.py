@@ -75,6 +75,26 @@ def test_capped_online_from_proxies_and_a_profile(work) -> None:
                 "a": {16: 0.3, 32: 1.0}, "b": {16: 2.0, 32: 1.0}}})  # fmt: skip
 
 
+def test_capped_online_warns_when_reports_are_sparser_than_the_minimum(work) -> None:
+    from undercap.train.api import CappedWarning
+
+    profile = make_profile(TABLE, model="small-cnn")
+    kw = dict(profile=profile, proxies=proxy_efficiencies(), power_limit_w=5.0, workload=work)
+    with open_device("sim:jetson-nano") as device, capped(
+        device,
+        target_accuracy=0.9,
+        online=True,
+        **kw,  # type: ignore[arg-type]
+    ) as cap:
+        _loop(cap, evals=1)  # 128 samples: often enough
+        assert cap.warnings == []
+        with pytest.warns(CappedWarning, match="more often than every 2048 samples"):
+            for _ in range(130):
+                cap.step(16)
+            with cap.paused():
+                cap.report(0.3)
+
+
 def test_capped_online_errors(tmp_path, capsys, work) -> None:
     sel = write_selection(tmp_path, main, capsys)
     obj = json.loads((tmp_path / "sel.json").read_text())

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+from undercap import defaults
 from undercap.errors import UndercapError
 from undercap.train.online import OnlineRule, from_profile, rule_for, say
 from undercap.train.schedule import OperatingPoint
@@ -93,6 +94,13 @@ def look(cap: Any, accuracy: float) -> None:
     rule, session = cap.online, cap.session
     b = cap.batch_size
     d = rule.observe(accuracy, b, session.power_limit_w, session.guard.events)
+    done = [sum(at.values()) for at, _ in rule.points[-2:]]
+    if done[-1] - (done[0] if len(done) > 1 else 0) > defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES:
+        cap._warn(  # once: what the rule was measured with (defaults.py)
+            "online=True: report() more often than every "
+            f"{defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES} samples; the online rule was "
+            "measured with evaluations at least that often"
+        )
     cap.proposed = None
     if d is None or not d.switch:
         return
