@@ -82,6 +82,18 @@ class _Hooks:
             self.session.device.check_fits(self.session.workload, batch_size)
             trainer.set_batch_size(batch_size, self.spec.lr_for(batch_size))
 
+    def _online(self, trainer: "Trainer", point: "EvalPoint") -> None:
+        """The online rule's look at this whole evaluation; its switch takes the path a
+        cap-driven one does (session.reselect -> self.switch), at this step boundary."""
+        rule, session = self.online, self.session
+        if rule is None:
+            return
+        b = trainer.cfg.batch_size
+        d = rule.observe(point.accuracy, b, session.power_limit_w, session.guard.events)
+        if d is not None and d.switch:
+            say(self.bar, rule.record(d, b, trainer.samples, applied=True))
+            session.reselect(rule.operating_point(d, session.power_limit_w))
+
     def on_step(self, trainer: "Trainer", batch: int) -> None:
         if self.online is not None:  # the batch size this step trained at
             self.online.count(trainer.cfg.batch_size, batch)
@@ -105,28 +117,13 @@ class _Hooks:
         self.session.add_eval(trainer.eval_items, trainer.cfg.eval_batch_size, wall)
         acc = self.session.acc
         share = acc.eval_time_s / acc.train_time_s if acc.train_time_s > 0 else 0.0
-        shown = {"b": trainer.cfg.batch_size} if self.online is not None else {}
-        self.bar.set_postfix(
-            acc=f"{point.accuracy:.3f}", eval=f"{share:.0%}", refresh=False, **shown
-        )
+        self.bar.set_postfix(acc=f"{point.accuracy:.3f}", eval=f"{share:.0%}", refresh=False)
         if self.eval_log is not None:
             self.eval_log.write(eval_row(self.session, point.accuracy, {"loss": point.loss}))
         self._online(trainer, point)
         if self._checkpoint_due(trainer):
             self.save(trainer)
         self.session.resume()
-
-    def _online(self, trainer: "Trainer", point: "EvalPoint") -> None:
-        """The online rule's look at this whole evaluation; its switch takes the path a
-        cap-driven one does (session.reselect -> self.switch), at this step boundary."""
-        rule, session = self.online, self.session
-        if rule is None:
-            return
-        b = trainer.cfg.batch_size
-        d = rule.observe(point.accuracy, b, session.power_limit_w, session.guard.events)
-        if d is not None and d.switch:
-            say(self.bar, rule.record(d, b, trainer.samples, applied=True))
-            session.reselect(rule.operating_point(d, session.power_limit_w))
 
     def close(self) -> None:
         self.bar.close()
