@@ -256,3 +256,61 @@ def test_killed_online_run_resumes_as_the_uninterrupted_one(tmp_path, capsys) ->
 
     end = [load_checkpoint(tmp_path / c)["online"] for c in ("c0", "c1")]
     assert end[1] == end[0] and len(end[0]["points"]) == 4 and len(end[0]["switches"]) == 1
+
+
+@pytest.mark.parametrize("modality", ["image", "text"])
+def test_rule_from_a_selection_block_decides_as_the_pure_rule_on_recorded_curves(modality) -> None:
+    """The matrix's stored estimates: every dataset as the target, the others as the
+    proxies. Carried through a selection's online block (JSON and back), the device's
+    rule takes at every evaluation of the target's recorded run at b = 64 (seed 0) the
+    decision select.online's functions take on the raw artifacts, up to its first
+    switch (after it, the run is no longer that recording)."""
+    from pathlib import Path
+
+    from undercap.artifacts.efficiency import load_efficiency
+    from undercap.select import online as O
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "matrix"
+    effs = {p.stem: load_efficiency(p) for p in sorted(root.glob(f"efficiency/{modality}-*.json"))}
+    weighting = O.Weighting(defaults.ONLINE_SCHEME, "samples", defaults.ONLINE_SIGMA)
+    switched = 0
+    for target, eff in effs.items():
+        names = [n for n in effs if n != target]
+        block = json.loads(json.dumps(online_block(names, [effs[n] for n in names])))
+        data = from_block({"online": block})
+        common = sorted(data.proxies[0].relative)
+        feasible = {b: (900.0, 1e-4 * (64 / b) ** 0.5) for b in common}  # small b: slower
+        cands = {
+            b: Choice("ours", b, f, t, 3.0, None, None, None) for b, (f, t) in feasible.items()
+        }
+        rule = OnlineRule(data, eff.target_accuracy, lambda limit, c=cands: dict(c))
+        raw = [O.ProxyCurves(n, effs[n].relative, {b: [[tuple(p) for p in c] for c in
+               effs[n].extra["curves"][str(b)].values()] for b in common},
+               effs[n].target_accuracy, effs[n].samples_bmax) for n in names]  # fmt: skip
+        prefix, done = [], 0
+        for n, a in eff.extra["curves"]["64"]["0"]:
+            rule.count(64, int(n) - done)
+            done = int(n)
+            got = rule.observe(a, 64, None)
+            prefix.append((float(n), float(a)))
+            if a >= eff.target_accuracy:
+                assert got is None
+                break
+            w = O.proxy_weights(raw, 64, prefix, eff.target_accuracy, data.samples_bmax, weighting)
+            rel = O.pooled_relative(raw, w.weights)
+            want = O.decide(feasible, rel, 64, n, data.samples_bmax, defaults.ONLINE_MARGIN)
+            assert got is not None  # switch, b and f exactly; the times to float noise
+            assert (got.switch, got.batch_size, got.freq_mhz) == (
+                want.switch,
+                want.batch_size,
+                want.freq_mhz,
+            )
+            assert (got.progress, got.remaining_s) == pytest.approx(
+                (want.progress, want.remaining_s), rel=1e-12
+            )
+            if want.switch:
+                switched += 1
+                break
+    # images: some target moves off b = 64, so the comparison reaches a switch (text, as
+    # in the replay, stays; its decisions were still compared at every evaluation)
+    assert switched >= (1 if modality == "image" else 0)
