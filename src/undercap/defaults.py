@@ -92,6 +92,29 @@ RACE_CANDIDATES = 2
 #: a challenger must be this much more accurate than the favourite at the race's end
 RACE_MARGIN = 0.0
 
+# --- the online rule: r(b) re-weighed mid-run by the target's own curve (select/online.py)
+#: off by default: replayed on the matrix (benchmarks/results/matrix/online.md) no weighting,
+#: margin or evaluation rate met the goal; its best variant moved the text mean from +0.71%
+#: to +0.53% but the image mean from +6.41% to +7.92%, and neither worst cell
+ONLINE = False
+#: that variant: each proxy's likelihood of the observed prefix, tempered (to the power
+#: 1/K for K points), on raw samples, with this floor on the predicted std (in units of
+#: the target accuracy) ...
+ONLINE_SCHEME = "tempered"
+ONLINE_SIGMA = 0.02
+#: ... switching only when the re-pooled choice predicts this much less remaining time
+ONLINE_MARGIN = 0.1
+#: the coarsest evaluation interval, in training samples, the rule may be fed: the replay
+#: saw every 1st, 2nd, 4th and 8th evaluation of the matrix's grid (256 samples on text
+#: and the digits, 512 on the other images) and its verdict did not change up to the 8th,
+#: i.e. 2048 samples on every cell; coarser than that is unmeasured. `--online` refuses a
+#: coarser --eval-every, and the device's evaluation schedule keeps to it while the rule
+#: is on (TrainSpec.online)
+ONLINE_MIN_EVAL_EVERY_SAMPLES = 2048
+#: each recorded proxy curve a selection carries is thinned to at most this many points
+#: (linear interpolation between them is what the rule reads anyway)
+ONLINE_CURVE_POINTS = 48
+
 # --- spread-aware selection (select/robust.py) ------------------------------------------
 #: configurations within this many standard errors of Algorithm 1's predicted time are
 #: "within the noise"; the spread rule takes the smallest worst case among them

@@ -122,6 +122,8 @@ def _opt_float(x: Any) -> Optional[float]:
 def _training_from_efficiency(sel_path: Path, extra: Mapping[str, Any]) -> Dict[str, Any]:
     """v0.1 files: the LR scaling from the efficiency artifact the selection used."""
     named = extra.get("efficiency")
+    if isinstance(named, list):  # several proxies (`select --efficiency A --efficiency B`)
+        named = named[0] if named else None  # one model's estimates: one b_max and base LR
     candidates = [Path(named)] if named else []
     if named and not Path(named).is_absolute():
         candidates.append(sel_path.parent / named)

@@ -286,3 +286,15 @@ def add_margin_arg(p: Any) -> None:
         "the limit (default: each configuration's own, sized while profiling from the "
         "sensor's noise and the peak's spread; 0: none, the paper's test)",
     )
+
+
+def add_online_arg(p: Any) -> None:
+    """--online (train/online.py): off by default, because it lost on the matrix."""
+    p.add_argument(
+        "--online",
+        action="store_true",
+        help="re-select the batch size and clock at every evaluation from the target's own "
+        "curve (the online rule; needs a selection made from several proxies, and an "
+        f"evaluation at least every {defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES} samples). Off by "
+        "default: replayed on the proxy matrix it did not beat the proxies' median",
+    )

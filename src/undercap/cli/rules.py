@@ -6,7 +6,7 @@ import argparse
 from typing import Any, Callable, Dict, List, Optional
 
 from undercap import defaults
-from undercap.cli.common import fraction, positive_int
+from undercap.cli.common import add_online_arg, fraction, positive_int
 from undercap.errors import UndercapError
 from undercap.select.ensemble import ENSEMBLE
 
@@ -55,6 +55,7 @@ def add_rule_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--no-race", dest="race", action="store_false")
     add_race_budget_arg(g)
+    add_online_arg(g)
 
 
 def add_race_budget_arg(g: Any) -> None:
@@ -70,10 +71,19 @@ def add_race_budget_arg(g: Any) -> None:
 
 
 def race_fields(args: argparse.Namespace) -> Dict[str, Any]:
-    """RunConfig's race fields from --race / --race-budget."""
+    """RunConfig's race and online fields from --race / --race-budget / --online, checked
+    before any work: --online re-weighs several proxies, evaluated often enough."""
     if args.race_budget >= 1:
         raise UndercapError(f"--race-budget {args.race_budget:g}: give a fraction below 1")
-    return {"race": args.race, "race_fraction": args.race_budget}
+    if args.online:
+        from undercap.train.online import check_eval_every
+
+        if args.race:
+            raise UndercapError("--online and --race both re-decide on the target: pick one")
+        if args.proxy is not None and len(args.proxy) < 2:
+            raise UndercapError("--online re-weighs several proxies: give --proxy twice or more")
+        check_eval_every(args.eval_every)
+    return {"race": args.race, "race_fraction": args.race_budget, "online": args.online}
 
 
 def resolve_rule(rule: Optional[str], several: bool) -> str:

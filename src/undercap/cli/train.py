@@ -19,6 +19,7 @@ from undercap.cli.common import (
     add_margin_arg,
     add_objective_args,
     add_objective_choice,
+    add_online_arg,
     add_schedule_args,
     add_task_arg,
     cap_of,
@@ -214,6 +215,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--json", action="store_true", help="print the result JSON, not a summary")
     add_race_args(r)
+    add_online_arg(r)
     p.set_defaults(func=run)
 
 
@@ -268,6 +270,7 @@ def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, A
         optimizer_factory=pick(args.optimizer, "optimizer_factory"),
         lr_scheduler=pick(args.lr_scheduler, "lr_scheduler"),
         train_step=pick(args.train_step, "train_step"),
+        online=args.online,
     )
     spec.validate()  # a missing target, a bad budget: one line before any work
     return spec, t.get("data")
@@ -299,6 +302,22 @@ def _reselector(args: argparse.Namespace, spec: "TrainSpec") -> "Optional[Resele
     )
 
 
+def _online(args: argparse.Namespace, spec: "TrainSpec", reselector: Any) -> Any:
+    """--online: the rule from the selection's online block (train/online.py), feasible
+    under a changing cap by the re-selector's profile, else by the selection's candidates."""
+    from undercap.artifacts.selection import load_selection
+    from undercap.errors import UndercapError
+    from undercap.train.online import rule_for
+
+    if not args.online:
+        return None
+    if args.from_selection is None or args.race:
+        raise UndercapError("--online needs --from-selection (several proxies) and no --race")
+    sel = load_selection(args.from_selection)
+    profile = None if reselector is None else reselector.profile
+    return rule_for(sel, spec.target_accuracy, profile=profile, where=str(args.from_selection))
+
+
 def run(args: argparse.Namespace) -> int:
     from undercap.artifacts.train_result import save_train_result
     from undercap.cli.common import open_device_from_args, print_json, training_exit_code
@@ -309,10 +328,11 @@ def run(args: argparse.Namespace) -> int:
 
     spec, selection_data = _resolve(args)
     reselector = _reselector(args, spec)
+    online = _online(args, spec, reselector)
     with open_device_from_args(args, seed=spec.seed) as device:
         _check_freq_flag(args, device)  # before the data loads
         data = load_splits(data_spec(args, spec.model, selection_data))
-        result = _train(args, device, data, spec, reselector)
+        result = _train(args, device, data, spec, reselector, online)
     if args.output is not None:
         save_train_result(args.output, result)
     if args.json:
@@ -361,10 +381,11 @@ def _train(
     data: Any,
     spec: "TrainSpec",
     reselector: "Optional[Reselector]",
+    online: Any = None,
 ) -> "TrainResult":
     from undercap.cli.train_race import raced_training
     from undercap.train import train
 
     if args.race:  # cli/train_race.py: the race on the target first
         return raced_training(args, device, data, spec, run_options(args), reselector)
-    return train(device, spec, data, run_options(args), reselector)
+    return train(device, spec, data, run_options(args), reselector, online)

@@ -1,6 +1,7 @@
 """Several proxies in `run`, `compare` and `select`: each proxy's r(b) estimated (or
 loaded) on its own, pooled into one r(b) for the recipes (the median the `ensemble`
-rule ranks with, select/ensemble.py), and the selection with every proxy's view.
+rule ranks with, select/ensemble.py), and the selection with every proxy's view and
+what the `online` rule needs on the device (select/online_data.py).
 
 The pooled Efficiency is what the rest of a recipe sees (profiling's pruning,
 Baseline 2, predicted times and speed-ups all use the median r(b)); it keeps every
@@ -21,6 +22,7 @@ from undercap.artifacts.profile import Profile
 from undercap.artifacts.selection import Selection
 from undercap.errors import UndercapError
 from undercap.select.ensemble import ENSEMBLE, select_ensemble
+from undercap.select.online_data import ONLINE_KEY, online_block
 from undercap.select.pooling import RULE_TEXT, as_set, pooled_efficiency, several
 
 
@@ -89,9 +91,11 @@ def ensemble_selection(
     ens = select_ensemble(profile.with_margin(margin_w), effs.relatives, limit)
     if (ens.choice.batch_size, ens.choice.freq_mhz) != (selection.batch_size, selection.freq_mhz):
         raise AssertionError("the pooled r(b)'s Algorithm 1 choice is the ensemble rule's")
-    return dataclasses.replace(
-        selection, method=ENSEMBLE, extra={**selection.extra, "ensemble": block(ens, effs)}
-    )
+    extra = {**selection.extra, "ensemble": block(ens, effs)}
+    online = online_block(effs.names, effs.members)  # what `--online` re-weighs on the device
+    if online is not None:
+        extra[ONLINE_KEY] = online
+    return dataclasses.replace(selection, method=ENSEMBLE, extra=extra)
 
 
 def block(ens: Any, effs: EfficiencySet) -> Dict[str, Any]:

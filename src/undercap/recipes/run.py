@@ -103,6 +103,8 @@ class RunConfig:
             before training (off by default: it measured no better than the median).
         race_fraction: Each race candidate's device time, as a fraction of the
             favourite's predicted training time.
+        online: With several proxies, re-select (b, f) at every evaluation from the
+            target's own curve (off by default: it did not beat the median on the matrix).
         cap: The cap as one value (`FixedCap`, a schedule or a live
             source), instead of `power_limit_w` / `power_schedule` / `power_source`;
             built from those when not given.
@@ -140,6 +142,7 @@ class RunConfig:
     race: bool = defaults.RACE
     race_fraction: float = defaults.RACE_FRACTION
     cap: Optional[Cap] = None
+    online: bool = defaults.ONLINE
 
     def __post_init__(self) -> None:
         """The one cap value, checked here once: from the three fields, or given."""
@@ -228,9 +231,7 @@ def _train(
             objective=cfg.objective,
             energy_budget_j=cfg.energy_budget_j,
         )
-    train = SelectionTraining(
-        cfg.device, cfg.device_options, cfg.seed, cfg.target, cap, setup.torch_device, reselector
-    )
+    train = SelectionTraining.of(cfg, cap, setup.torch_device, reselector)
     race = RaceAsk(cfg.race, cfg.race_fraction, cfg.power_margin_w, changes(cap))
     plan, why = race_plan(race, profile, eff, limit, selection)
     if why:

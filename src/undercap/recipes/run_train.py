@@ -33,6 +33,19 @@ class SelectionTraining:
     cap: Cap
     torch_device: str
     reselector: Optional[Reselector] = None
+    online: bool = False  # the online rule from the selection's online block (train/online.py)
+
+    @classmethod
+    def of(
+        cls, cfg: Any, cap: Cap, torch_device: str, reselector: Optional[Reselector]
+    ) -> SelectionTraining:
+        """`run`'s (a RunConfig's) training: --online and --race are one or the other."""
+        if cfg.online and cfg.race:
+            raise UndercapError("--online and --race both re-decide on the target: pick one")
+        return cls(
+            cfg.device, cfg.device_options, cfg.seed, cfg.target, cap, torch_device, reselector,
+            cfg.online,
+        )  # fmt: skip
 
     def __call__(
         self,
@@ -47,6 +60,7 @@ class SelectionTraining:
 
         ckpt = folder / "checkpoint"
         spec = TrainSpec.from_selection(selection, cap=self.cap, torch_device=self.torch_device)
+        spec, rule = self._online(selection, spec)
         resume = (ckpt / "checkpoint.pt").exists()  # a re-run continues (or returns) the run
         options = RunOptions(
             checkpoint_dir=ckpt,
@@ -58,7 +72,7 @@ class SelectionTraining:
         data = load_splits(self.target, "cpu")
         with open_device(self.device, seed=self.seed, **self.device_options) as device:
             try:
-                return train(device, spec, data, options, self.reselector)
+                return train(device, spec, data, options, self.reselector, rule)
             except ArtifactError as e:
                 if not resume:
                     raise
@@ -66,3 +80,16 @@ class SelectionTraining:
                     f"cannot continue the training checkpointed in {ckpt} ({e}); use a new -o "
                     f"folder or delete {ckpt}"
                 ) from e
+
+    def _online(self, selection: Selection, spec: TrainSpec) -> tuple[TrainSpec, Any]:
+        """The spec with the online rule on, and the rule (its proxies from the selection,
+        feasible by the re-selector's profile under a changing cap); (spec, None) when off."""
+        if not self.online:
+            return spec, None
+        from dataclasses import replace
+
+        from undercap.train.online import rule_for
+
+        profile = None if self.reselector is None else self.reselector.profile
+        rule = rule_for(selection, spec.target_accuracy, profile=profile)
+        return replace(spec, online=True), rule

@@ -229,8 +229,13 @@ def _segment_lines(result: Any) -> List[str]:
     """The configuration per segment of a run whose cap changed."""
     if not result.segments:
         return []
+    why = (  # a fixed cap's segments: the online rule or a read-only guard switched b
+        f"the cap changed ({result.schedule})"
+        if result.schedule
+        else "the configuration changed under the cap"
+    )
     lines = [
-        f"- the cap changed ({result.schedule}): {len(result.segments)} segments, "
+        f"- {why}: {len(result.segments)} segments, "
         f"{result.pause_time_s:.3g} s paused for lack of power",
         "",
         "| from (s) | to (s) | cap | configuration | peak (W) | energy (J) | samples |",

@@ -41,6 +41,7 @@ from undercap.devices.base import Device
 from undercap.errors import UndercapError
 from undercap.train.cap import cap_from
 from undercap.train.evallog import EvalLog, eval_row
+from undercap.train.online_loop import look, loop_rule
 from undercap.train.race_capped import capped_race
 from undercap.train.session import Session, current_freq_mhz
 from undercap.train.setting import loop_spec
@@ -74,6 +75,7 @@ class CappedResult:
     warnings: tuple[str, ...] = ()  # misuse the loop should fix (also warned when seen)
     race: Optional[dict[str, Any]] = None  # cap.race()'s record (train/race_capped.py)
     clocks: Optional[str] = None  # "locked", "as found", "read-only: clocks as found"
+    online: tuple[dict[str, Any], ...] = ()  # the online rule's switches, made or proposed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,6 +97,7 @@ class Capped:
         follower: Any = None,
         eval_log: Any = None,
         switch_batch: bool = True,
+        online: Any = None,
     ) -> None:
         if device.is_simulated and workload is None:
             raise UndercapError(
@@ -123,6 +126,8 @@ class Capped:
         self._paused_since_step = False
         self.eval_log = eval_log  # train.evallog.EvalLog or None
         self._race: Any = None  # race_capped.CappedRace when capped(race=True)
+        self.online = online  # train/online.OnlineRule when capped(online=True)
+        self.proposed: Any = None  # its switch where the loop cannot make it (online_loop)
 
     def __enter__(self) -> Capped:
         self.session.__enter__()
@@ -186,6 +191,8 @@ class Capped:
         n = self.batch_size if samples is None else samples_in(samples)
         if n > self.batch_size:
             self._too_large(n)
+        if self.online is not None:  # the batch size this step trained at
+            self.online.count(self.batch_size, n)
         self.session.step(n)
         self.steps += 1
         self._paused_since_step = False
@@ -195,7 +202,7 @@ class Capped:
             f"step() trained {n} samples, above the selected batch size {self.batch_size}: "
             "its power and time were never profiled; make batches of cap.batch_size"
         )
-        if self.session.follower is None:  # nothing could have made a larger one right
+        if self.session.follower is None and self.online is None:  # nothing switched it
             raise UndercapError(msg)
         self._warn(msg + " (re-read it after every step under a changing cap)")
 
@@ -221,6 +228,8 @@ class Capped:
         if self.samples_to_target is None and target is not None and accuracy >= target:
             self.samples_to_target = samples
             self.time_to_accuracy_s = self.session.schedule_s  # training + waiting for power
+        if self.online is not None:  # train/online_loop.py: may switch b (re-read it)
+            look(self, accuracy)
         return self._logged(accuracy, extra)
 
     def _logged(self, accuracy: float, extra: dict[str, float]) -> bool:
@@ -282,6 +291,7 @@ class Capped:
             steps=self.steps,
             warnings=tuple(self.warnings) + tuple(self.session.notes),
             clocks=self.session.clocks,
+            online=() if self.online is None else tuple(self.online.switches),
             race=None
             if self._race is None or self._race.record is None
             else self._race.record.to_dict(),
@@ -315,6 +325,7 @@ def capped(
     race: bool = False,
     race_budget: float = defaults.RACE_FRACTION,
     switch_batch: bool = True,
+    online: Any = defaults.ONLINE,
 ) -> Capped:
     """A context manager for a training loop of your own under a power cap, run at
     `selection` (a TrainSpec, a Selection or its JSON path), or at Algorithm 1's
@@ -323,28 +334,24 @@ def capped(
     with `samples_bmax`, N(b_max)), or at `batch_size` and `freq_mhz` as given; `lr()`
     scales from `max_batch_size`. A simulated device needs `model` and `input_shape`
     (or a `workload`; `task` where it cannot be inferred). `power_schedule` (a schedule,
-    live source or CSV path) re-selects at every change: re-read `batch_size` and `lr()`
-    after each step. `eval_log` (.csv, .jsonl), `tensorboard_dir`: every `report()`.
-    `race=True` races the proxies' candidates first (`cap.race()`). Read-only clocks are
-    used as found, the guard stepping `batch_size` down over the cap (`switch_batch=False`
-    where your loop cannot: an excess is then recorded and warned about)."""
+    live source or CSV path) re-selects at every change, `online=True` at every `report()`
+    from the target's own curve (off by default: it lost to the proxies' median on the
+    matrix): re-read `batch_size` and `lr()` after each step. `eval_log` (.csv, .jsonl),
+    `tensorboard_dir`: every `report()`. `race=True` races the proxies' candidates first
+    (`cap.race()`). Read-only clocks are used as found, the guard stepping `batch_size`
+    down over the cap (`switch_batch=False` where your loop cannot: an excess is then
+    recorded and warned about)."""
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
     spec, follower = loop_spec(
-        selection,
-        cap=cap_from(power_limit_w, power_schedule),
-        target_accuracy=target_accuracy,
-        guard_window_s=guard_window_s,
-        batch_size=batch_size,
-        freq_mhz=freq_mhz,
-        max_batch_size=max_batch_size,
-        profile=profile,
-        relative=relative,
-        proxies=proxies,
+        selection, cap=cap_from(power_limit_w, power_schedule), target_accuracy=target_accuracy,
+        guard_window_s=guard_window_s, batch_size=batch_size, freq_mhz=freq_mhz,
+        max_batch_size=max_batch_size, profile=profile, relative=relative, proxies=proxies,
         objective=obj,
-    )
+    )  # fmt: skip
     fits = _fitting(device, workload, model, input_shape, task, spec.batch_size)
     log = EvalLog.open(eval_log, tensorboard_dir)
-    cap = Capped(device, spec, fits, sample_rate_hz, follower, log, switch_batch)
+    rule = loop_rule(online, selection, spec.target_accuracy, profile, proxies, race)
+    cap = Capped(device, spec, fits, sample_rate_hz, follower, log, switch_batch, rule)
     if race:
         cap._race = capped_race(cap, profile, proxies, follower, samples_bmax, race_budget)
     return cap

@@ -43,6 +43,12 @@ class CapDriver:
 
         self.device, self.selection, self.metric = device, selection, metric
         kw = dict(capped_kwargs)
+        if kw.get("online"):  # made now, from the selection or proxies capped() won't see
+            from undercap.train.online_loop import loop_rule
+
+            kw["online"] = loop_rule(
+                kw["online"], selection, target_accuracy, kw.get("profile"), kw.get("proxies")
+            )
         if kw.get("proxies") is not None:  # the choice capped() will make, made now
             kw["relative"] = median_relative(kw.pop("proxies"), kw.get("relative"))
         obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
@@ -133,6 +139,22 @@ class CapDriver:
         extra = {k: float(v) for k, v in metrics.items() if k != self.metric and _number(v)}
         self.pause()
         return self.cap.report(float(metrics[self.metric]), **extra)
+
+    # --- the online rule's switch where the trainer cannot make it at once (online_loop) ---
+    @property
+    def proposed(self) -> Any:
+        """The (decision, operating point) the online rule proposed at the last evaluation."""
+        return None if self.cap is None else self.cap.proposed
+
+    def apply_proposed(self) -> Any:
+        from undercap.train.online_loop import apply_proposed
+
+        return apply_proposed(self.cap)
+
+    def report_proposed(self, how: str) -> None:
+        from undercap.train.online_loop import report_proposed
+
+        report_proposed(self.cap, how)
 
     def end(self) -> None:
         if self._entered:

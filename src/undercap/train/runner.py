@@ -31,6 +31,7 @@ from undercap.train.checkpoint import save_checkpoint as _save
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.follow import CapFollower
 from undercap.train.guard import finish_run
+from undercap.train.online import OnlineRule, say
 from undercap.train.schedule import Reselector
 from undercap.train.session import Session, current_freq_mhz
 from undercap.train.setup import RunSetup
@@ -58,8 +59,16 @@ class _Hooks:
     """The loop's on_step / on_eval: steps to the session, evaluation paused,
     checkpoints when due, the progress bar."""
 
-    def __init__(self, session: Session, ckpt: _Checkpointing, bar: Any, spec: TrainSpec) -> None:
+    def __init__(
+        self,
+        session: Session,
+        ckpt: _Checkpointing,
+        bar: Any,
+        spec: TrainSpec,
+        online: Optional[OnlineRule] = None,
+    ) -> None:
         self.session, self.ckpt, self.bar, self.spec = session, ckpt, bar, spec
+        self.online = online  # train/online.py: re-selects at evaluations (--online)
         # evallog.EvalLog: a row per evaluation
         self.eval_log = EvalLog.open(ckpt.options.eval_log, ckpt.options.tensorboard_dir)
         self.budget_s = ckpt.options.time_budget_s  # a race's lane: device seconds (race.py)
@@ -73,7 +82,21 @@ class _Hooks:
             self.session.device.check_fits(self.session.workload, batch_size)
             trainer.set_batch_size(batch_size, self.spec.lr_for(batch_size))
 
+    def _online(self, trainer: "Trainer", point: "EvalPoint") -> None:
+        """The online rule's look at this whole evaluation; its switch takes the path a
+        cap-driven one does (session.reselect -> self.switch), at this step boundary."""
+        rule, session = self.online, self.session
+        if rule is None:
+            return
+        b = trainer.cfg.batch_size
+        d = rule.observe(point.accuracy, b, session.power_limit_w, session.guard.events)
+        if d is not None and d.switch:
+            say(self.bar, rule.record(d, b, trainer.samples, applied=True))
+            session.reselect(rule.operating_point(d, session.power_limit_w))
+
     def on_step(self, trainer: "Trainer", batch: int) -> None:
+        if self.online is not None:  # the batch size this step trained at
+            self.online.count(trainer.cfg.batch_size, batch)
         self.session.step(batch)  # a switch of the batch size reaches self.switch
         self.bar.update(batch)
         spent = self.budget_s is not None and self.session.acc.train_time_s >= self.budget_s
@@ -97,6 +120,7 @@ class _Hooks:
         self._show(f"{point.accuracy:.3f}")
         if self.eval_log is not None:
             self.eval_log.write(eval_row(self.session, point.accuracy, {"loss": point.loss}))
+        self._online(trainer, point)
         if self._checkpoint_due(trainer):
             self.save(trainer)
         self.session.resume()
@@ -154,6 +178,7 @@ class _Hooks:
                 if self.session.follower is None
                 else self.session.follower.state(self.session),
                 "segments": self.session.segment_state(),
+                "online": None if self.online is None else self.online.state(),
             },
         )
 
@@ -187,20 +212,26 @@ def train(
     data: "Splits",
     options: Optional[RunOptions] = None,
     reselector: Optional[Reselector] = None,
+    online: Optional[OnlineRule] = None,
 ) -> TrainResult:
     """Train `spec` on `data` on `device`, kept as `options` say: the loop inside a
     session that locks the clock (or not, read-only), holds the cap and accounts the
     device's time and energy. A cap that changes (`spec.cap`) needs the `reselector`
-    that picks (b, f) at every change."""
+    that picks (b, f) at every change; `spec.online` the `online` rule, made from a
+    selection's online block (the proxies' curves)."""
     if changes(spec.cap) != (reselector is not None):
         raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
+    if spec.online != (online is not None):
+        raise UndercapError("spec.online needs online= (a selection's online rule), and back")
     options = options or RunOptions()
     setup = RunSetup.build(device, spec, data)
     saved = checkpoint_to_resume(options.checkpoint_dir, options.resume, setup.config)
     follower = None
     if reselector is not None:
         follower = CapFollower(spec.cap, reselector, saved=saved.get("follower") if saved else None)
-    return _run(device, setup, saved, options, follower)
+    if online is not None and saved is not None:
+        online.restore(saved.get("online") or {})
+    return _run(device, setup, saved, options, follower, online)
 
 
 def train_on_device(
@@ -261,6 +292,7 @@ def _run(
     saved: Optional[Dict[str, Any]],
     options: RunOptions,
     follower: Optional[CapFollower],
+    online: Optional[OnlineRule] = None,
 ) -> TrainResult:
     spec, trainer = setup.spec, setup.trainer
     if saved is not None:
@@ -288,7 +320,7 @@ def _run(
     with session:
         freq_start = saved["freq_mhz_start"] if saved else session.freq_start
         ckpt = _Checkpointing(options, setup.config, freq_start, warnings)
-        hooks = _Hooks(session, ckpt, bar, spec)
+        hooks = _Hooks(session, ckpt, bar, spec, online)
         if session.batch_size is not None:  # a changing cap chose the first configuration
             hooks.switch(trainer, session.batch_size)
         session.on_switch = lambda b: hooks.switch(trainer, b)

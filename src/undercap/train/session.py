@@ -335,6 +335,16 @@ class Session:
         self._events_from = len(self.guard.events)
         self._begin_span()
 
+    def reselect(self, config: OperatingPoint) -> None:
+        """Another (b, f) under the same cap (the online rule, train/online.py): a segment
+        of its own as a cap-driven switch has, then `apply` (re-lock, tell the loop)."""
+        if self.follower is not None and self.follower.config is not None:
+            self.follower.switched(self, config)
+        else:
+            self.log.close(self)
+            self.log.open(self, self.power_limit_w, config.batch_size, config.freq_mhz)
+        self.apply(config, self.power_limit_w)
+
     def wait_for_power(self, seconds: float) -> None:
         """Pause training for `seconds` of schedule time: clocks at their minimum (the
         least the idle GPU can draw), the time counted as paused, not training."""

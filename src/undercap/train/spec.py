@@ -87,6 +87,9 @@ class TrainSpec(UserCode, _Run):
             uninterrupted one on CUDA too (slower on CUDA).
         batch_ladder: Where the clocks are read-only: the batch sizes the guard may step
             down to over the cap (the selection's candidates); empty: halving.
+        online: Re-select (b, f) at evaluations from the target's own curve (the online
+            rule; off by default: it did not beat the proxies' median on the matrix).
+            Needs an evaluation at least every defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES.
     """
 
     freq_mhz: Optional[float] = None  # None: leave the clocks as they are
@@ -107,6 +110,9 @@ class TrainSpec(UserCode, _Run):
     # read-only clocks: the batch sizes the guard may step down to over the cap
     # (the selection's candidates; empty: halving; session.py)
     batch_ladder: Tuple[int, ...] = ()
+    # the online rule (train/online.py): evaluations must come at least every
+    # defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES samples while it is on
+    online: bool = defaults.ONLINE
 
     @property
     def power_limit_w(self) -> Optional[float]:
@@ -140,6 +146,10 @@ class TrainSpec(UserCode, _Run):
             raise UndercapError(
                 f"target accuracy {self.target_accuracy} must be a fraction in (0, 1]"
             )
+        if self.online:
+            from undercap.train.online import check_eval_every
+
+            check_eval_every(self.eval_every_samples)
 
     @classmethod
     def from_selection(
