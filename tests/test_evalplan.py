@@ -236,3 +236,13 @@ def test_a_reader_of_the_curve_gets_whole_evaluations_at_its_minimum_rate():
     assert fulls[-1] == want
     assert fulls[0] <= gap and all(b - a <= gap for a, b in zip(fulls, fulls[1:]))
     assert len(fulls) < want // EVERY
+
+
+def test_the_online_rule_gets_its_minimum_rate_from_the_plan():
+    from undercap.train.evalplan import plan_for
+
+    base = dict(model="small-cnn", batch_size=16, target_accuracy=0.9, eval_every_samples=128)
+    assert plan_for(TrainSpec(**base, eval_schedule="dense"), 500) is None
+    assert plan_for(TrainSpec(**base), 500).max_gap is None
+    online = plan_for(TrainSpec(**base, online=True), 500)
+    assert online.max_gap == defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES

@@ -230,10 +230,19 @@ class EvalPlan:
 
 
 def plan_for(spec: "TrainSpec", eval_items: int) -> Optional[EvalPlan]:
-    """The plan of a device run of `spec` (None: dense, or no target to look for)."""
+    """The plan of a device run of `spec` (None: dense, or no target to look for). The
+    online re-selection (train/online.py) reads whole evaluations: with it on, they
+    come at least every defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES, the rate it was
+    measured with."""
     if spec.eval_schedule == "dense" or spec.target_accuracy is None:
         return None
     params = SparseParams.default(jumps=True)
+    gap = defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES if spec.online else None
     return EvalPlan(
-        spec.target_accuracy, spec.eval_every_samples, eval_items, params, seed=spec.seed
+        spec.target_accuracy,
+        spec.eval_every_samples,
+        eval_items,
+        params,
+        seed=spec.seed,
+        max_gap=gap,
     )
