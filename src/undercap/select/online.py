@@ -29,8 +29,9 @@ free measurement of how the TARGET learns at the running batch size b. The rule:
 
 Pure functions on plain numbers (no profile, no I/O, no torch): the caller passes the
 feasible candidates under the cap, each b at its best feasible clock
-(select.core.per_batch). On the device path (train --from-selection --online): Python 3.6. Tested against brute force in tests/test_online_select.py;
-replayed on the matrix's stored curves by benchmarks/matrix_online.py.
+(select.core.per_batch). On the device path (train --from-selection --online):
+Python 3.6. Tested against brute force in tests/test_online_select.py; replayed on the
+matrix's stored curves by benchmarks/matrix_online.py.
 """
 
 import math
