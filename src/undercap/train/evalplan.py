@@ -203,7 +203,7 @@ class EvalPlan:
         self.prev = (samples, mean)
 
     def stats(self) -> Dict[str, Any]:
-        """What the plan did, for the run's result (train.json "eval")."""
+        """What the plan did, for the run's result (train.json "evaluation")."""
         return {
             "schedule": "sparse",
             "looks": self.looks,
