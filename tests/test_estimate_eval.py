@@ -163,6 +163,21 @@ def test_stages_margin_and_next_look() -> None:
     assert next_look(1000, 64, 1.5) == 1536
 
 
+def test_a_screen_is_kept_where_it_pays_for_itself() -> None:
+    """The expected-cost rule: a screen of m items is kept while its chance to rule the
+    point out, times the whole split it would save, is above m."""
+    from undercap.estimate.evalsched import worth_screening
+
+    assert worth_screening(256, 2500, 0.4, 3.0, None)  # no estimate yet: screen
+    assert worth_screening(256, 2500, 0.4, 3.0, 0.30)  # far below: it rules out
+    assert not worth_screening(1024, 2500, 0.4, 3.0, 0.39)  # at the target: it cannot
+    assert not worth_screening(256, 2500, 0.4, 3.0, 0.45)  # above: no chance at all
+    # at 0.35 a 256-item screen (margin 0.089) rules out 8.5% of the time: 211 items
+    # saved on average < 256 spent; a 1024-item one (margin 0.036) 89%: 2222 > 1024
+    assert not worth_screening(256, 2500, 0.4, 3.0, 0.35)
+    assert worth_screening(1024, 2500, 0.4, 3.0, 0.35)
+
+
 class _Scripted:
     """The Trainer surface run_sparse uses, with a scripted accuracy curve; a screen
     returns the curve's value shifted by `noise(samples, m)`."""

@@ -57,15 +57,42 @@ class SparseStats:
     replayed_samples: int  # samples trained twice after restoring a checkpoint
 
 
+def worth_screening(m: int, n: int, threshold: float, z: float, last: Optional[float]) -> bool:
+    """Whether a screen of m of the n held-out items is worth its cost, given `last`,
+    the latest estimate of the metric (a screen's mean or a whole evaluation): its
+    chance to rule the point out, Phi((threshold - margin - last) / se), times the n
+    items the whole evaluation it would save scores, against its own m (the expected-
+    cost rule). Near the target a screen rarely rules out and only adds its items to
+    the whole evaluation. Skipping one costs at most a whole evaluation, which is
+    exact: N(b) is the same either way. No estimate yet: screen."""
+    if last is None:
+        return True
+    # a stage is at most half the split (stages), so the standard error is never 0
+    se = math.sqrt(max(last * (1.0 - last), 1e-4) / m * (n - m) / max(n - 1, 1))
+    gap = threshold - margin(threshold, m, n, z) - last
+    p_out = 0.5 * math.erfc(-gap / (se * math.sqrt(2.0)))  # Phi(gap / se)
+    return p_out * n > m
+
+
 def below(
-    trainer: Any, threshold: float, sizes: Tuple[int, ...], z: float, far: float = -1.0
+    trainer: Any,
+    threshold: float,
+    sizes: Tuple[int, ...],
+    z: float,
+    far: float = -1.0,
+    tally: "Optional[_Tally]" = None,
 ) -> Tuple[bool, bool, int]:
     """Whether screens show the whole-split metric below `threshold` (with the
-    margin), whether one showed it below `far` too, and how many items they scored."""
+    margin), whether one showed it below `far` too, and how many items they scored.
+    With a `tally`, a stage not `worth_screening` at its latest estimate is skipped."""
     n, scored, is_far = trainer.eval_items, 0, False
     for m in sizes:
+        if tally is not None and not worth_screening(m, n, threshold, z, tally.last):
+            continue
         acc = trainer.screen(m)
         scored += m
+        if tally is not None:
+            tally.last = acc
         is_far = is_far or acc + margin(far, m, n, z) < far
         if acc + margin(threshold, m, n, z) < threshold:
             return True, is_far, scored
@@ -78,6 +105,7 @@ class _Tally:
     screened: int = 0
     full: int = 0
     replayed: int = 0
+    last: Optional[float] = None  # the latest estimate of the metric (worth_screening)
 
     def stats(self, stop: str) -> SparseStats:
         return SparseStats(stop, self.looks, self.screened, self.full, self.replayed)
@@ -137,12 +165,13 @@ def _far(
     back with the rest of the state). (ruled out, evaluated on the whole split)."""
     tally.looks += 1
     if sizes:
-        ruled_out, _, n = below(tr, threshold, sizes, z)
+        ruled_out, _, n = below(tr, threshold, sizes, z, tally=tally)
         tally.screened += n
         if ruled_out:
             return True, False
     tally.full += 1
-    return bool(tr.evaluate().accuracy < threshold), True
+    tally.last = tr.evaluate().accuracy
+    return bool(tally.last < threshold), True
 
 
 def _look(
@@ -159,11 +188,11 @@ def _look(
     below `far` as well (the run fell back far from the target)."""
     tally.looks += 1
     if not force and sizes:
-        ruled_out, is_far, n = below(tr, threshold, sizes, z, far)
+        ruled_out, is_far, n = below(tr, threshold, sizes, z, far, tally)
         tally.screened += n
         if ruled_out:
             return is_far
-    tr.evaluate()
+    tally.last = tr.evaluate().accuracy
     tally.full += 1
     return False
 
