@@ -125,13 +125,7 @@ class EstimateConfig(UserCode, _Estimated):
     def sparse_params(self, torch_device: str) -> SparseParams:
         """The sparse schedule's knobs; far jumps replay from a checkpoint, so only
         where training is bit-for-bit repeatable (the CPU)."""
-        return SparseParams(
-            screen_samples=self.screen_samples or defaults.ESTIMATE_SCREEN_SAMPLES,
-            z=defaults.ESTIMATE_SCREEN_Z,
-            growth=defaults.ESTIMATE_SPARSE_GROWTH,
-            far_gap=defaults.ESTIMATE_SPARSE_FAR_GAP,
-            jumps=torch_device == "cpu",
-        )
+        return SparseParams.default(jumps=torch_device == "cpu", screen_samples=self.screen_samples)
 
     def recipe_for(self, batch_size: int) -> Recipe:
         """The user's recipe for a run at `batch_size` (--lr: the rate at b_max)."""

@@ -59,9 +59,10 @@ class SparseParams:
     jumps: bool  # far jumps (an estimate replays the skipped points; a device cannot)
 
     @classmethod
-    def default(cls, jumps: bool = True) -> "SparseParams":
+    def default(cls, jumps: bool = True, screen_samples: Optional[int] = None) -> "SparseParams":
+        """The defaults (screen_samples None: defaults.ESTIMATE_SCREEN_SAMPLES)."""
         return cls(
-            defaults.ESTIMATE_SCREEN_SAMPLES,
+            screen_samples or defaults.ESTIMATE_SCREEN_SAMPLES,
             defaults.ESTIMATE_SCREEN_Z,
             defaults.ESTIMATE_SPARSE_GROWTH,
             defaults.ESTIMATE_SPARSE_FAR_GAP,
