@@ -50,12 +50,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
     p.add_argument("--repeats", type=int, default=1, help="dense/sparse pairs per job")
     p.add_argument("--out", type=Path, default=OUT)
-    p.add_argument(
-        "--screen-rule",
-        action="store_true",
-        help="instead: the sparse schedule without and with the screen-cost rule "
-        "(evalsched.worth_screening), alternating, --repeats pairs per job; prints only",
-    )
     return p.parse_args(argv)
 
 
@@ -135,24 +129,6 @@ def run_job(name: str, data_dir: Path, repeats: int) -> dict[str, Any]:
     return {"job": name, "pairs": pairs}
 
 
-def screen_rule(names: list[str], data_dir: Path, repeats: int) -> int:
-    """Sparse without the screen-cost rule ("old": every stage at every look) and with
-    it ("new"), alternating in one process: wall, evaluation share, whole evaluations."""
-    import undercap.estimate.evalsched as S
-
-    rule = S.worth_screening
-    for name in names:
-        cfg = dataclasses.replace(configs(name, data_dir), eval_schedule="sparse")
-        for i in range(2 * repeats):
-            old = i % 2 == 0
-            S.worth_screening = (lambda *_a: True) if old else rule
-            r = measure(cfg)
-            print(f"{name} {'old' if old else 'new'}: {r['wall_s']:.1f} s, eval "
-                  f"{r['eval_share']:.1%}, whole evaluations {r['curve_points']}, N(b) {r['n']}")  # fmt: skip
-    S.worth_screening = rule
-    return 0
-
-
 def _n_text(d: dict[str, Any], s: dict[str, Any]) -> str:
     parts = []
     for b, runs in d["n"].items():
@@ -193,8 +169,6 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     names = [n.strip() for n in args.jobs.split(",") if n.strip()]
-    if args.screen_rule:
-        return screen_rule(names, args.data_dir, args.repeats)
     results = [run_job(n, args.data_dir, args.repeats) for n in names]
     ratios = [p["dense"]["wall_s"] / p["sparse"]["wall_s"] for r in results for p in r["pairs"]]
     text = "\n".join([
@@ -203,10 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         "Wall time of `estimate` (CPU, 1 torch thread, nothing reused), the share of the "
         "runs' seconds spent evaluating, and N(b) per (b, seed), dense and sparse side by "
         "side (dense first, alternating). Jobs: benchmarks/estimate_cost.py's docstring. "
-        "Sparse (estimate/evalsched.py): subset screens with a binomial margin "
-        f"(z = {defaults.ESTIMATE_SCREEN_Z:g}), far jumps ({defaults.ESTIMATE_SPARSE_GROWTH:g}x) "
-        "with checkpoint replay, whole-split evaluation near the target, a screen only where "
-        "it is worth its cost, image inputs in channels-last layout.",
+        "Sparse (estimate/evalsched.py): sequential looks (the held-out split in random "
+        f"order, checked every {defaults.ESTIMATE_CHECK_SAMPLES} items against a binomial "
+        f"margin, error {defaults.ESTIMATE_LOOK_ERROR:g} per look, Bonferroni), far jumps "
+        f"({defaults.ESTIMATE_SPARSE_GROWTH:g}x) with checkpoint replay, CPU evaluation in "
+        "batches of 128, channels-last images, batch norm folded.",
         "",
         table(results),
         "",

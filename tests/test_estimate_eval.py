@@ -19,14 +19,16 @@ from undercap.errors import UndercapError
 from undercap.estimate import EstimateConfig, estimate
 from undercap.estimate.config import fingerprint
 from undercap.estimate.evalsched import (
+    Check,
     SparseParams,
+    check_z,
     margin,
     next_look,
     run_sparse,
     stages,
 )
 
-# 1500 digits -> 1200 train / 300 test: screens of 16 and 64 items fit (stages <= half)
+# 1500 digits -> 1200 train / 300 test: a look checks every 16 items (18 checks)
 DATA = DataSpec("digits", limit=1500)
 
 
@@ -72,9 +74,9 @@ def test_sparse_n_equals_dense_n_on_real_runs(tmp_path: Path) -> None:
     assert dense.extra["config"]["eval_schedule"] == "dense"
 
 
-def test_a_split_no_screen_fits_runs_dense_exactly(tmp_path: Path) -> None:
-    """300 held-out items and a first screen of 256 (more than half the split): every
-    look would be a whole evaluation, so the runs are dense runs, curve for curve, and
+def test_a_split_too_small_for_checks_runs_dense_exactly(tmp_path: Path) -> None:
+    """300 held-out items and a check every 128 (the default): two checks before the
+    split ends rarely stop a look, so the runs are dense runs, curve for curve, and
     say why."""
     small = dict(batch_sizes=(16, 32), seeds=(0,))
     dense = _run(_cfg("dense", **small), tmp_path / "d")
@@ -82,7 +84,7 @@ def test_a_split_no_screen_fits_runs_dense_exactly(tmp_path: Path) -> None:
     assert sparse.samples_to_target == dense.samples_to_target
     by_b = {r["batch_size"]: r for r in _records(tmp_path / "d").values()}
     for r in _records(tmp_path / "s").values():
-        assert r["eval"]["schedule"] == "dense" and "no screen fits" in r["eval"]["why"]
+        assert r["eval"]["schedule"] == "dense" and "too few checks" in r["eval"]["why"]
         assert r["curve"] == by_b[r["batch_size"]]["curve"]
 
 
@@ -163,24 +165,29 @@ def test_stages_margin_and_next_look() -> None:
     assert next_look(1000, 64, 1.5) == 1536
 
 
-def test_a_screen_is_kept_where_it_pays_for_itself() -> None:
-    """The expected-cost rule: a screen of m items is kept while its chance to rule the
-    point out, times the whole split it would save, is above m."""
-    from undercap.estimate.evalsched import worth_screening
-
-    assert worth_screening(256, 2500, 0.4, 3.0, None)  # no estimate yet: screen
-    assert worth_screening(256, 2500, 0.4, 3.0, 0.30)  # far below: it rules out
-    assert not worth_screening(1024, 2500, 0.4, 3.0, 0.39)  # at the target: it cannot
-    assert not worth_screening(256, 2500, 0.4, 3.0, 0.45)  # above: no chance at all
-    # at 0.35 a 256-item screen (margin 0.089) rules out 8.5% of the time: 211 items
-    # saved on average < 256 spent; a 1024-item one (margin 0.036) 89%: 2222 > 1024
-    assert not worth_screening(256, 2500, 0.4, 3.0, 0.35)
-    assert worth_screening(1024, 2500, 0.4, 3.0, 0.35)
+def test_a_look_checks_with_a_bonferroni_z_and_stops_only_when_it_can_tell() -> None:
+    """A look's checks share its error budget (Bonferroni), come at multiples of the
+    check size only, and rule a point out by the margin or by the items left."""
+    # 2500 items checked every 128 up to 90% of them: 17 checks, each at z = 3.60
+    assert check_z(2500, 128, 2.7e-3) == pytest.approx(3.60, abs=0.01)
+    assert check_z(300, 256, 2.7e-3) == pytest.approx(2.78, abs=0.01)  # one check
+    z = check_z(2500, 128, 2.7e-3)
+    check = Check(0.4, 2500, 128, z)
+    assert not check(0.0, 64)  # between marks: no check (the mean is not read)
+    assert not check(0.39, 128) and check.m == 128  # at the target: it cannot tell
+    assert check(0.10, 256)  # far below: ruled out
+    assert check.below(0.3) and not check.below(0.05)  # "far" reads the same prefix
+    assert not Check(0.4, 2500, 128, z)(0.0, 2304)  # past 90%: the look finishes
+    # 16 of 18 scored at 0.3: the margin (0.119) cannot tell, the 2 left cannot lift it
+    late = Check(0.4, 18, 16, check_z(18, 16, 2.7e-3))
+    assert late(0.3, 16) and 0.3 + margin(0.4, 16, 18, late.z) > 0.4
+    never = Check(0.4, 2500, 128, z)
+    assert not never.below(0.4)  # nothing checked yet
 
 
 class _Scripted:
-    """The Trainer surface run_sparse uses, with a scripted accuracy curve; a screen
-    returns the curve's value shifted by `noise(samples, m)`."""
+    """The Trainer surface run_sparse uses, with a scripted accuracy curve; a look's
+    prefix of m items reads the curve's value shifted by `noise(samples, m)`."""
 
     def __init__(
         self, acc: Callable[[int], float], b: int, target: Optional[float], noise: Any
@@ -203,8 +210,12 @@ class _Scripted:
         every = self.cfg.eval_every_samples
         return self.samples // every > before // every or self.samples >= self.cfg.max_samples
 
-    def screen(self, m: int) -> float:
-        return self.acc(self.samples) + self.noise(self.samples, m)
+    def sequential(self, stop: Any) -> Any:
+        """Batches of 64 items, each check reading the scripted prefix mean."""
+        for m in range(64, self.eval_items, 64):
+            if stop(self.acc(self.samples) + self.noise(self.samples, m), m):
+                return None, SimpleNamespace(items=m, complete=False)
+        return self.evaluate(), SimpleNamespace(items=self.eval_items, complete=True)
 
     def evaluate(self) -> Any:
         a = self.acc(self.samples)
@@ -245,14 +256,15 @@ PARAMS = SparseParams(screen_samples=256, z=4.0, growth=1.5, far_gap=0.05, jumps
 
 @pytest.mark.parametrize("b", [8, 64, 256])
 @pytest.mark.parametrize("jumps", [True, False])
-@pytest.mark.parametrize("items", [4_000, 300])  # 300: no screen fits, whole evaluations
+@pytest.mark.parametrize("items", [4_000, 300])  # 300: one check, mostly whole evaluations
 def test_scripted_first_crossing_is_dense(b: int, jumps: bool, items: int) -> None:
     """The first crossing is a one-interval touch before a dip: dense reports it, and
-    so must the sparse schedule (screens that err within their margin included)."""
+    so must the sparse schedule (looks that err within their margin included)."""
     params = SparseParams(256, 4.0, 1.5, 0.05, jumps)
     want = _dense_n(_wobbly, b, 0.6)
     assert want is not None and want < 3_600
-    t = _Scripted(_wobbly, b, 0.6, lambda s, m: (-1) ** (s // 64) * 0.9 * margin(0.6, m, items, 4))
+    z = check_z(items, 256, params.look_error)
+    t = _Scripted(_wobbly, b, 0.6, lambda s, m: (-1) ** (s // 64) * 0.9 * margin(0.6, m, items, z))
     t.eval_items = items
     stats = run_sparse(t, 0.6, None, params)
     assert (stats.stop, t.samples_to_target) == ("target", want)
@@ -320,3 +332,72 @@ def test_sparse_runs_that_never_near_the_target_end_in_the_one_line_error(tmp_pa
         _run(cfg, tmp_path)
     (record,) = _records(tmp_path).values()
     assert [p[0] for p in record["curve"]] == [224] and record["eval"]["full_evals"] == 1
+
+
+def _trainer_on_noise(**cfg_kw: Any) -> Any:
+    import torch
+
+    from undercap.data.base import Splits
+    from undercap.models.weights import initial_model
+    from undercap.train.loop import LoopConfig, Trainer
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(700, 3, 16, 16, generator=g), torch.randint(0, 4, (700,), generator=g)
+    splits = Splits("rgb", "image", x[:300], y[:300], x[300:], y[300:], num_classes=4)
+    model, _ = initial_model("small-cnn", splits, init_seed=0, pretrained=None)
+    tr = Trainer(model, splits, LoopConfig(batch_size=16, lr=1e-2, **cfg_kw), "cpu")
+    for _ in range(8):  # batch norm's running statistics move off their initial values
+        tr.step()
+    return tr
+
+
+def test_folded_evaluation_scores_what_the_model_does() -> None:
+    """Sparse CPU runs evaluate a copy with batch norm folded into the convolutions
+    (train/fold.py): the same accuracy, the loss to float rounding, the model itself
+    untouched and still in training mode; the copy is rebuilt after a step."""
+    plain = _trainer_on_noise(eval_batch_size=128, eval_channels_last=True)
+    fold = _trainer_on_noise(eval_batch_size=128, eval_channels_last=True, eval_fold_bn=True)
+    a, b = plain.evaluate(), fold.evaluate()
+    assert a.accuracy == b.accuracy and b.loss == pytest.approx(a.loss, rel=1e-5)
+    twin = fold._fold.model_at(fold.model, fold.steps)
+    assert twin is not fold.model and not any(
+        type(m).__name__.startswith("BatchNorm") for m in twin.modules()
+    )
+    assert fold.model.training and fold._fold.model_at(fold.model, fold.steps) is twin
+    fold.step()
+    plain.step()
+    assert fold._fold.model_at(fold.model, fold.steps) is not twin
+    assert fold.evaluate().accuracy == plain.evaluate().accuracy
+
+
+def test_a_model_fold_cannot_trace_is_evaluated_as_it_is() -> None:
+    import torch
+    from torch import nn
+
+    from undercap.train.fold import FoldCache, folded
+
+    class Branchy(nn.Module):  # data-dependent control flow: fx cannot trace it
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.bn(self.conv(x)) if x.sum() > 0 else self.conv(x)
+
+    model = Branchy()
+    assert folded(model) is None and model.training
+    assert folded(nn.Sequential(nn.Linear(3, 2))) is None  # no batch norm: nothing to fold
+    cache = FoldCache()
+    assert cache.model_at(model, 1) is model and cache.model_at(model, 2) is model
+
+
+def test_a_sequential_look_that_runs_to_the_end_is_the_whole_evaluation() -> None:
+    """A look no check stops is evaluate() float for float (its curve point); one that
+    stops scores a prefix only and leaves the curve alone."""
+    tr = _trainer_on_noise(eval_batch_size=64)
+    whole = tr.evaluate()
+    point, done = tr.sequential(lambda mean, m: False)
+    assert point == whole and done.complete and done.items == 400
+    point, done = tr.sequential(lambda mean, m: m >= 128)
+    assert point is None and not done.complete and done.items == 128
+    assert len(tr.curve) == 2

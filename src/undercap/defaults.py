@@ -150,20 +150,29 @@ DEVICE = "sim:jetson-nano"
 STATE_DIR = "var/lib/undercap"
 
 # --- `undercap estimate`: the evaluation schedule (estimate/evalsched.py) -----------------
-#: "sparse" (screens, far jumps: dense's N(b) for a fraction of the evaluations) or "dense"
+#: "sparse" (sequential looks, far jumps: dense's N(b) for a fraction of the evaluations)
+#: or "dense"
 ESTIMATE_EVAL_SCHEDULE = "sparse"
-#: the first screen scores this many held-out items (later stages x4, up to half the split)
+#: an estimate's sequential look checks its verdict every this many held-out items (its
+#: evaluation batch on a CPU: a check is free there; estimate/evalsched.py)
+ESTIMATE_CHECK_SAMPLES = 128
+#: a look rules out a point whose whole-split metric reaches the threshold with
+#: probability at most this (Bonferroni over its checks): 2 Phi(-3), the two z = 3
+#: screens of the schedule before it
+ESTIMATE_LOOK_ERROR = 2.7e-3
+#: a device run's first screen scores this many held-out items (later stages x4, up to
+#: half the split; train/evalplan.py)
 ESTIMATE_SCREEN_SAMPLES = 256
-#: a screen rules a grid point out when its mean + this many standard errors is below
-#: the threshold: a point at the threshold is missed with probability <= Phi(-3) = 1.3e-3
-#: (z = 4: 3e-5, and 1.2x the estimate's time on the CIFAR job; replayed on its dense
-#: curves, benchmarks/results/estimate_cost.md)
+#: a device run's screen rules a grid point out when its mean + this many standard errors
+#: is below the threshold: a point at the threshold is missed with probability <= Phi(-3)
+#: = 1.3e-3 (z = 4: 3e-5, and 1.2x an estimate's time on the CIFAR job, replayed on its
+#: dense curves, benchmarks/results/estimate_cost.md)
 ESTIMATE_SCREEN_Z = 3.0
 #: far from the target, the next look is this factor times the samples trained so far
 #: (1.25: a fifth of the run replayed at most; 1.5 looked less often but replayed more)
 ESTIMATE_SPARSE_GROWTH = 1.25
-#: "far": a screen shows the accuracy below target - this gap (with the margin)
+#: "far": a look shows the accuracy below target - this gap (with the margin)
 ESTIMATE_SPARSE_FAR_GAP = 0.05
-#: held-out samples per forward pass in a sparse CPU run's evaluations and screens (dense
+#: held-out samples per forward pass in a sparse CPU run's evaluations and looks (dense
 #: runs and GPUs keep 512: a GPU batch is mostly fixed cost)
 ESTIMATE_SPARSE_EVAL_BATCH = 128

@@ -210,17 +210,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--eval-schedule",
         choices=("sparse", "dense"),
         default=defaults.ESTIMATE_EVAL_SCHEDULE,
-        help="sparse: screen each --eval-every point on a held-out subset and evaluate "
-        "the whole split only near the target (same N(b) as dense, a fraction of the "
-        "evaluations); dense: the whole split at every point, every curve point kept "
+        help="sparse: look at each --eval-every point sequentially, stopping once the "
+        "scored part of the held-out split rules the target out, and jump ahead far from "
+        "it (same N(b) as dense, a fraction of the evaluations); dense: the whole split "
+        "at every point, every curve point kept "
         f"(default {defaults.ESTIMATE_EVAL_SCHEDULE})",
     )
     e.add_argument(
         "--screen-samples",
         type=positive_int,
         default=None,
-        help="sparse: held-out samples of the first screen, later ones x4 "
-        f"(default {defaults.ESTIMATE_SCREEN_SAMPLES})",
+        help="sparse: a look checks its verdict every N held-out samples "
+        f"(default {defaults.ESTIMATE_CHECK_SAMPLES})",
     )
     e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"

@@ -163,8 +163,8 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
         "--eval-schedule",
         choices=("sparse", "dense"),
         default="sparse",
-        help="sparse: the estimates screen each --eval-every point on a held-out subset "
-        "and the device run looks less often far from the target (the same N(b) and time "
+        help="sparse: the estimates stop each look once the scored part of the held-out "
+        "split rules the target out, and the device run looks less often far from it (the same N(b) and time "
         "to accuracy, a fraction of the evaluations); dense: the whole split at every "
         "point, every curve point kept (default sparse)",
     )

@@ -52,15 +52,15 @@ class EstimateConfig(UserCode, _Estimated):
         fresh_head: Re-initialise the classifier head after loading `pretrained`.
         plateau_patience: With `target_fraction`: end b_max's reference runs after this
             many evaluations without a new best; None: run the whole budget.
-        eval_schedule: "sparse": each grid point is screened on a random subset of
-            the held-out split and evaluated whole only where the screen cannot rule
-            the target out; far from the target (on the CPU) the run jumps ahead and
-            replays from an in-memory checkpoint. Same N(b) as "dense" for a fraction
-            of the evaluations; the curve holds only the points evaluated whole.
+        eval_schedule: "sparse": each grid point's look scores the held-out split
+            (in random order) until the scored part rules the target out, else whole;
+            far from the target (on the CPU) the run jumps ahead and replays from an
+            in-memory checkpoint. Same N(b) as "dense" for a fraction of the
+            evaluations; the curve holds only the points evaluated whole.
             "dense": the whole split at every grid point (every curve point, for
             studies that replay curves).
-        screen_samples: Sparse: held-out samples of the first screen (later ones x4);
-            None: 256.
+        screen_samples: Sparse: a look checks its verdict every this many held-out
+            samples; None: defaults.ESTIMATE_CHECK_SAMPLES (128).
     """
 
     seeds: Tuple[int, ...] = tuple(range(defaults.ESTIMATE_SEEDS))
@@ -125,7 +125,8 @@ class EstimateConfig(UserCode, _Estimated):
     def sparse_params(self, torch_device: str) -> SparseParams:
         """The sparse schedule's knobs; far jumps replay from a checkpoint, so only
         where training is bit-for-bit repeatable (the CPU)."""
-        return SparseParams.default(jumps=torch_device == "cpu", screen_samples=self.screen_samples)
+        every = self.screen_samples or defaults.ESTIMATE_CHECK_SAMPLES
+        return SparseParams.default(jumps=torch_device == "cpu", screen_samples=every)
 
     def recipe_for(self, batch_size: int) -> Recipe:
         """The user's recipe for a run at `batch_size` (--lr: the rate at b_max)."""

@@ -7,31 +7,37 @@ N(b) is the first grid point whose accuracy is >= the target. Evaluating costs f
 more than training there (93.7% of a CIFAR estimate's wall time). This schedule
 reports the same grid point while evaluating the whole split at only a few:
 
-* Screens. A grid point is first scored on a prefix of the held-out split (a random
-  subset: estimate loads the test split in a seeded random order), growing through
-  `stages`. The point is ruled out ("below the threshold") when the subset's mean
-  plus `z` standard errors is below it. The standard error is that of a mean of m
-  draws without replacement from the N held-out items, sqrt(v / m) *
-  sqrt((N - m) / (N - 1)) (the finite population correction: Cochran, Sampling
-  Techniques, 3rd ed. 1977, Sec. 2.5), with v = max(p(1 - p)) over p >= threshold,
-  the largest variance of a [0, 1] metric whose mean reaches the threshold
-  (Bhatia-Davis bound): so a point whose whole-split metric reaches the threshold
-  is ruled out with probability at most Phi(-z) per look (1.3e-3 at z = 3, normal
-  approximation). Every point not ruled out is evaluated on the whole split, the
-  value stored on the curve; N(b) is read from those values only.
-* Far jumps (CPU only). While a look (screens, then the whole split where they
-  cannot tell) shows the run below the target minus `far_gap`, the next look is
+* Sequential looks. A grid point's look scores the held-out split in its evaluation
+  batches, in order (a random order: estimate loads the test split in a seeded random
+  order), and after each batch asks whether the rest can change the verdict: the point
+  is ruled out ("below the threshold") once the items scored so far, m of them, have a
+  mean plus `z` standard errors below it, or once even all the rest scored right could
+  not lift it there. The standard error is that of a mean of m draws without
+  replacement from the N held-out items, sqrt(v / m) * sqrt((N - m) / (N - 1)) (the
+  finite population correction: Cochran, Sampling Techniques, 3rd ed. 1977, Sec. 2.5),
+  with v = max(p(1 - p)) over p >= threshold, the largest variance of a [0, 1] metric
+  whose mean reaches the threshold (Bhatia-Davis bound). The checks come every
+  `screen_samples` items up to 90% of the split, K of them, each at z =
+  Phi^-1(1 - look_error / K) (Bonferroni): a point whose whole-split metric reaches
+  the threshold is ruled out with probability at most `look_error` per look (2.7e-3:
+  the two z = 3 screens of the schedule before, normal approximation). A look no check
+  stops is the whole evaluation itself, float for float dense's (the same batches),
+  its value stored on the curve; N(b) is read from those values only. Unlike separate
+  screens, a look that cannot tell costs nothing beyond the whole evaluation (the
+  screens re-scored their items and gave 37% of a CIFAR estimate's evaluation time to
+  looks that then went whole).
+* Far jumps (CPU only). While a look shows the run below the target minus `far_gap`, the next look is
   `growth` times later, and an in-memory checkpoint (Trainer.state_dict) is kept at
   every such look. The first look that is not far restores the last checkpoint and
   screens every grid point from there (replay: CPU training is bit-for-bit
   repeatable at a fixed thread count, so the replayed grid points are the dense
-  run's); a screen there that shows the run far again resumes the jumps. The one
+  run's); a look there that shows the run far again resumes the jumps. The one
   assumption: between two looks both `far_gap` below the target the accuracy did
   not touch it. CUDA training is not repeatable (without deterministic kernels), so
-  there the run screens every grid point from the start: no jumps, no replay.
-* Reference runs (--target-fraction, no target yet) screen every grid point against
+  there the run looks at every grid point from the start: no jumps, no replay.
+* Reference runs (--target-fraction, no target yet) look at every grid point against
   their best-so-far: a point ruled out is "no new best" for the plateau count, every
-  other is evaluated, so the best accuracy and the plateau stop are dense's.
+  other is evaluated whole, so the best accuracy and the plateau stop are dense's.
 
 The end of the budget is always evaluated on the whole split, as dense does.
 """
@@ -39,11 +45,12 @@ The end of the budget is always evaluated on the whole split, as dense does.
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from statistics import NormalDist
+from typing import Any, Dict, Optional
 
 from undercap.train.evalplan import SCHEDULES, SparseParams, margin, next_look, stages
 
-__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "below", "run_sparse", "stages"]
+__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "Check", "run_sparse", "stages"]
 
 
 @dataclass(frozen=True)
@@ -51,52 +58,51 @@ class SparseStats:
     """What one sparse run evaluated (kept in its record, "eval")."""
 
     stop: str  # "target", "budget" or "plateau"
-    looks: int  # grid points looked at (screened or evaluated)
-    screened_items: int  # held-out items scored by screens, all stages
+    looks: int  # grid points looked at
+    screened_items: int  # held-out items scored by looks that stopped before the end
     full_evals: int  # whole-split evaluations (the curve's points)
     replayed_samples: int  # samples trained twice after restoring a checkpoint
 
 
-def worth_screening(m: int, n: int, threshold: float, z: float, last: Optional[float]) -> bool:
-    """Whether a screen of m of the n held-out items is worth its cost, given `last`,
-    the latest estimate of the metric (a screen's mean or a whole evaluation): its
-    chance to rule the point out, Phi((threshold - margin - last) / se), times the n
-    items the whole evaluation it would save scores, against its own m (the expected-
-    cost rule). Near the target a screen rarely rules out and only adds its items to
-    the whole evaluation. Skipping one costs at most a whole evaluation, which is
-    exact: N(b) is the same either way. No estimate yet: screen."""
-    if last is None:
-        return True
-    # a stage is at most half the split (stages), so the standard error is never 0
-    se = math.sqrt(max(last * (1.0 - last), 1e-4) / m * (n - m) / max(n - 1, 1))
-    gap = threshold - margin(threshold, m, n, z) - last
-    p_out = 0.5 * math.erfc(-gap / (se * math.sqrt(2.0)))  # Phi(gap / se)
-    return p_out * n > m
+#: a look checks up to this share of the split, then finishes it: the last tenth would
+#: save little (replayed on the CIFAR job's recorded verdicts: the same cost) and a
+#: finished look is a point on the curve
+LAST_CHECK = 0.9
 
 
-def below(
-    trainer: Any,
-    threshold: float,
-    sizes: Tuple[int, ...],
-    z: float,
-    far: float = -1.0,
-    tally: "Optional[_Tally]" = None,
-) -> Tuple[bool, bool, int]:
-    """Whether screens show the whole-split metric below `threshold` (with the
-    margin), whether one showed it below `far` too, and how many items they scored.
-    With a `tally`, a stage not `worth_screening` at its latest estimate is skipped."""
-    n, scored, is_far = trainer.eval_items, 0, False
-    for m in sizes:
-        if tally is not None and not worth_screening(m, n, threshold, z, tally.last):
-            continue
-        acc = trainer.screen(m)
-        scored += m
-        if tally is not None:
-            tally.last = acc
-        is_far = is_far or acc + margin(far, m, n, z) < far
-        if acc + margin(threshold, m, n, z) < threshold:
-            return True, is_far, scored
-    return False, is_far, scored
+def check_z(items: int, every: int, look_error: float) -> float:
+    """The z of each of a look's checks (one every `every` of `items`, up to
+    LAST_CHECK of them): Bonferroni over them keeps a look's error at `look_error`."""
+    checks = max(1, int(LAST_CHECK * items) // every)
+    return NormalDist().inv_cdf(1.0 - look_error / checks)
+
+
+class Check:
+    """A look's stopping rule (the `stop` of Trainer.sequential): after each batch that
+    reaches the next multiple of `every` items, whether the scored prefix shows the
+    whole-split metric below `threshold`. Keeps the prefix it last checked."""
+
+    def __init__(self, threshold: float, items: int, every: int, z: float) -> None:
+        self.threshold, self.items, self.every, self.z = threshold, items, every, z
+        self._next = every
+        self.mean: Optional[float] = None
+        self.m = 0
+
+    def __call__(self, mean: float, m: int) -> bool:
+        if m < self._next or m > LAST_CHECK * self.items:
+            return False
+        self._next = (m // self.every + 1) * self.every
+        self.mean, self.m = mean, m
+        return self.below(self.threshold)
+
+    def below(self, threshold: float) -> bool:
+        """Whether the last checked prefix rules the whole split out below `threshold`:
+        the margin, or the rest unable to lift it there even if all scored 1."""
+        if self.mean is None:
+            return False
+        n, m = self.items, self.m
+        high = (self.mean * m + (n - m)) / n
+        return self.mean + margin(threshold, m, n, self.z) < threshold or high < threshold
 
 
 @dataclass
@@ -105,7 +111,6 @@ class _Tally:
     screened: int = 0
     full: int = 0
     replayed: int = 0
-    last: Optional[float] = None  # the latest estimate of the metric (worth_screening)
 
     def stats(self, stop: str) -> SparseStats:
         return SparseStats(stop, self.looks, self.screened, self.full, self.replayed)
@@ -121,9 +126,24 @@ def run_sparse(
     return _target(trainer, target, params)
 
 
+def _look(tr: Any, threshold: float, params: SparseParams, tally: _Tally, force: bool) -> Any:
+    """One grid point's sequential look against `threshold` (the whole split when
+    `force`d: the end of the budget). (its curve point or None, its Check)."""
+    tally.looks += 1
+    n, every = tr.eval_items, params.screen_samples
+    check = Check(threshold, n, every, check_z(n, every, params.look_error))
+    if force:
+        point = tr.evaluate()
+    else:
+        point, done = tr.sequential(check)
+        if point is None:
+            tally.screened += done.items
+    tally.full += point is not None
+    return point, check
+
+
 def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
-    tally, sizes = _Tally(), stages(params.screen_samples, tr.eval_items)
-    far = params.jumps
+    tally, far, far_line = _Tally(), params.jumps, target - params.far_gap
     check = _snapshot(tr) if far else None
     check_at = prev_due = look_at = 0
     every, budget = tr.cfg.eval_every_samples, tr.cfg.max_samples
@@ -137,7 +157,8 @@ def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
         if far:
             if due < look_at and not at_end:
                 continue
-            ruled_out, evaluated = _far(tr, target - params.far_gap, sizes[:2], params.z, tally)
+            point, _ = _look(tr, far_line, params, tally, at_end)
+            ruled_out = point is None or point.accuracy < far_line
             if ruled_out and not at_end:
                 check, check_at = _snapshot(tr), due
                 look_at = next_look(due, every, params.growth)
@@ -147,74 +168,27 @@ def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
                 tally.replayed += due - check_at
                 _restore(tr, check)
                 prev_due = check_at
-                continue
-            if evaluated:  # the far look was this point's whole evaluation
-                continue
-        far_again = _look(tr, target, sizes, params.z, tally, at_end, target - params.far_gap)
-        if far_again and params.jumps and not at_end:  # fell back far: jump again
+            continue  # a far look that does not rule out is whole: this point is done
+        point, seen = _look(tr, target, params, tally, at_end)
+        if point is None and seen.below(far_line) and params.jumps:  # fell back far
             far, check, check_at = True, _snapshot(tr), due
             look_at = next_look(due, every, params.growth)
     return tally.stats("target" if tr.samples_to_target is not None else "budget")
 
 
-def _far(
-    tr: Any, threshold: float, sizes: Tuple[int, ...], z: float, tally: _Tally
-) -> Tuple[bool, bool]:
-    """A far look: screens, then, where they cannot tell (or no screen fits the
-    split), a whole evaluation: exact, kept on the curve (a replay rolls the curve
-    back with the rest of the state). (ruled out, evaluated on the whole split)."""
-    tally.looks += 1
-    if sizes:
-        ruled_out, _, n = below(tr, threshold, sizes, z, tally=tally)
-        tally.screened += n
-        if ruled_out:
-            return True, False
-    tally.full += 1
-    tally.last = tr.evaluate().accuracy
-    return bool(tally.last < threshold), True
-
-
-def _look(
-    tr: Any,
-    threshold: float,
-    sizes: Tuple[int, ...],
-    z: float,
-    tally: _Tally,
-    force: bool,
-    far: float = -1.0,
-) -> bool:
-    """Screen one grid point against `threshold`, evaluate it on the whole split
-    unless ruled out (always at the end of the budget); True if a screen showed it
-    below `far` as well (the run fell back far from the target)."""
-    tally.looks += 1
-    if not force and sizes:
-        ruled_out, is_far, n = below(tr, threshold, sizes, z, far, tally)
-        tally.screened += n
-        if ruled_out:
-            return is_far
-    tally.last = tr.evaluate().accuracy
-    tally.full += 1
-    return False
-
-
 def _reference(tr: Any, patience: Optional[int], params: SparseParams) -> SparseStats:
     """Every grid point against the best so far: the dense plateau rule, exactly
-    (w.h.p.); right after a new best the point goes straight to the whole split
-    (a rising curve would pass every screen anyway)."""
-    tally, sizes = _Tally(), stages(params.screen_samples, tr.eval_items)
-    best, since, rising = -math.inf, 0, True
+    (w.h.p.)."""
+    tally, best, since = _Tally(), -math.inf, 0
     while not tr.done:
         before = tr.samples
         tr.step()
         if not tr.eval_due(before):
             continue
         at_end = tr.samples >= tr.cfg.max_samples
-        screens = () if rising else sizes
-        n_curve = len(tr.curve)
-        _look(tr, best, screens, params.z, tally, force=at_end)
-        acc = tr.curve[-1].accuracy if len(tr.curve) > n_curve else -math.inf
-        rising = acc > best
-        best, since = max(best, acc), 0 if rising else since + 1
+        point, _ = _look(tr, best, params, tally, at_end)
+        acc = -math.inf if point is None else point.accuracy
+        best, since = (acc, 0) if acc > best else (best, since + 1)
         if patience is not None and since >= patience:
             return tally.stats("plateau")
     return tally.stats("budget")

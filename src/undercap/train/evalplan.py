@@ -57,6 +57,10 @@ class SparseParams:
     growth: float  # far jumps: next look at this factor times the samples so far
     far_gap: float  # far: clearly below target - far_gap
     jumps: bool  # far jumps (an estimate replays the skipped points; a device cannot)
+    #: an estimate's sequential look (estimate/evalsched.py): the chance it rules out a
+    #: point whose whole-split metric reaches the threshold, at most (screen_samples is
+    #: then how often it checks, in held-out items)
+    look_error: float = defaults.ESTIMATE_LOOK_ERROR
 
     @classmethod
     def default(cls, jumps: bool = True, screen_samples: Optional[int] = None) -> "SparseParams":

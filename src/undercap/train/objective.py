@@ -13,7 +13,7 @@ traceback deep in the loss.
 """
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Tuple, Union
+from typing import Any, Callable, NamedTuple, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -125,7 +125,61 @@ def check_outputs(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classe
         )
 
 
+class Scored(NamedTuple):
+    """What an evaluation scored: the metric and mean loss over the first `items`
+    held-out items, and whether that was all of them."""
+
+    metric: float
+    loss: float
+    items: int
+    complete: bool
+
+
+#: (the metric over the items scored so far, how many items: held-out samples) -> stop now
+Stop = Callable[[float, int], bool]
+
+
 @torch.no_grad()
+def score_until(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    objective: Optional[Objective] = None,
+    batch_size: int = 512,
+    device: Union[torch.device, str] = "cpu",
+    stop: Optional[Stop] = None,
+) -> Scored:
+    """Score (x, y) in batches, in order, asking `stop` after each batch but the last
+    whether the rest can be skipped (a sequential look: estimate/evalsched.py). The
+    complete sums are evaluate()'s, float for float."""
+    obj = objective or make_objective()
+    was_training = model.training
+    model.eval()
+    total_loss, total_score, total_n, total_items = 0.0, 0.0, 0, 0
+    try:
+        for i in range(0, x.shape[0], batch_size):
+            xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+            out = model(xb)
+            score, n = obj.score(out, yb)
+            total_loss += float(obj.loss(out, yb)) * int(yb.shape[0])
+            total_score += score
+            total_n += n
+            total_items += int(yb.shape[0])
+            if (
+                stop is not None
+                and total_items < x.shape[0]
+                and stop(total_score / max(total_n, 1), total_items)
+            ):
+                break
+    finally:
+        model.train(was_training)
+    complete = total_items >= x.shape[0]
+    return Scored(
+        total_score / max(total_n, 1), total_loss / max(total_items, 1), total_items, complete
+    )
+
+
 def evaluate(
     model: nn.Module,
     x: torch.Tensor,
@@ -136,17 +190,5 @@ def evaluate(
     device: Union[torch.device, str] = "cpu",
 ) -> Tuple[float, float]:
     """The target metric (default top-1 accuracy) and the mean loss over (x, y)."""
-    obj = objective or make_objective()
-    was_training = model.training
-    model.eval()
-    total_loss, total_score, total_n, total_items = 0.0, 0.0, 0, 0
-    for i in range(0, x.shape[0], batch_size):
-        xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
-        out = model(xb)
-        score, n = obj.score(out, yb)
-        total_loss += float(obj.loss(out, yb)) * int(yb.shape[0])
-        total_score += score
-        total_n += n
-        total_items += int(yb.shape[0])
-    model.train(was_training)
-    return total_score / max(total_n, 1), total_loss / max(total_items, 1)
+    done = score_until(model, x, y, objective=objective, batch_size=batch_size, device=device)
+    return done.metric, done.loss

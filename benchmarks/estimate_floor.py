@@ -1,0 +1,176 @@
+"""Benchmark: the least any schedule of sequential looks can spend evaluating on the
+issue-34 CIFAR estimate, from the job's own per-image verdicts.
+
+Runs the dense estimate of benchmarks/estimate_cost.py's `cifar` job (the small CNN on
+a CIFAR-10 quarter, 2,500 held-out images every 128 samples, b = 16..128, seed 1,
+target 0.40, one torch thread) and keeps, at every whole evaluation, each held-out
+image's verdict (right or wrong) in the order a sparse look scores them. Scoring them
+is itself an evaluation the way sparse runs evaluate on a CPU (batches of 128,
+channels-last images, batch norm folded), timed: the seconds per held-out image.
+The seconds per training sample are the dense runs' own.
+
+Then, for each run, a floor no schedule of looks reaches: it trains to dense's N(b)
+once (no replay), skips every grid point more than `far_gap` below the target for free
+(an oracle knows where to look), pays at every other grid point before N(b) the fewest
+images a sequential look (estimate/evalsched.Check, with the estimate's checks and z)
+needs to rule it out, the whole split where none can, and the whole split at N(b).
+Printed: each run's floor, and in total the floor's wall time and evaluation share
+beside the whole-split-only floor (no checks at all).
+
+    .venv/bin/python benchmarks/estimate_floor.py       # ~15 min on a 2-core machine
+Writes benchmarks/results/estimate_floor.md. Skips (exit 0) without the shared data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+OUT = REPO / "benchmarks" / "results"
+
+
+def record(data_dir: Path) -> tuple[dict[int, list[tuple[float, Any]]], dict[str, Any]]:
+    """The dense estimate, with each whole evaluation's per-image verdicts by b, and
+    the costs: seconds per training sample, per held-out image (sparse's evaluation)."""
+    import estimate_cost as E
+    import torch
+
+    import undercap.train.loop as L
+    from undercap.estimate import estimate
+    from undercap.train.fold import folded
+
+    verdicts: dict[int, list[tuple[float, Any]]] = {}
+    timing = {"images": 0, "seconds": 0.0}
+    current: dict[str, int] = {}  # the batch size of the run being evaluated
+    real_score, real_init, real_step = L.score_until, L.Trainer.__post_init__, L.Trainer.step
+
+    def post_init(self: Any) -> None:
+        real_init(self)
+        self._floor_b = self.cfg.batch_size
+
+    def score_until(model: Any, x: Any, y: Any, **kw: Any) -> Any:
+        done = real_score(model, x, y, **kw)
+        if kw.get("stop") is None and done.complete:
+            t0 = time.perf_counter()
+            twin = folded(model) or model
+            xc = x.contiguous(memory_format=torch.channels_last)
+            with torch.no_grad():
+                right = torch.cat(
+                    [
+                        twin(xc[i : i + 128]).argmax(-1) == y[i : i + 128]
+                        for i in range(0, len(y), 128)
+                    ]
+                )
+            timing["seconds"] += time.perf_counter() - t0
+            timing["images"] += len(y)
+            verdicts.setdefault(current["b"], []).append((done.metric, right.numpy()))
+        return done
+
+    def step_hook(self: Any) -> None:
+        current["b"] = self._floor_b
+        real_step(self)
+
+    L.score_until, L.Trainer.__post_init__, L.Trainer.step = score_until, post_init, step_hook
+    cfg = E.configs("cifar", data_dir)
+    eff = estimate(cfg, cache_dir=None, torch_device="cpu", progress=False, threads=1,
+                   log=lambda _m: None)  # fmt: skip
+    cost = eff.extra["cost"]
+    return verdicts, {
+        "train_s_per_sample": cost["train_wall_s"] / cost["samples_trained"],
+        "eval_s_per_image": timing["seconds"] / timing["images"],
+        "dense_wall_s": cost["wall_s"],
+        "n": {int(b): runs[0] for b, runs in eff.samples_to_target.items()},
+        "target": cfg.target_accuracy,
+    }
+
+
+def floor(runs: dict[int, list[tuple[float, Any]]], costs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each run's floor (module docstring): images a look needs at each grid point."""
+    from undercap import defaults
+    from undercap.estimate.evalsched import Check, check_z
+
+    target = costs["target"]
+    gap, check_every = defaults.ESTIMATE_SPARSE_FAR_GAP, defaults.ESTIMATE_CHECK_SAMPLES
+    rows = []
+    for b, points in sorted(runs.items()):
+        n = len(points[0][1])
+        z = check_z(n, check_every, defaults.ESTIMATE_LOOK_ERROR)
+        images = whole_only = 0
+        near = 0
+        for acc, right in points[:-1]:  # the last is N(b): whole
+            if acc < target - gap:
+                continue
+            near += 1
+            whole_only += n
+            images += _look_images(right, Check(target, n, check_every, z), n)
+        images, whole_only = images + n, whole_only + n
+        rows.append({"b": b, "n_b": costs["n"][b], "near_points": near, "images": images,
+                     "whole_only_images": whole_only})  # fmt: skip
+    return rows
+
+
+def _look_images(right: Any, check: Any, n: int) -> int:
+    """Images a sequential look scores before `check` stops it (n: none does)."""
+    import numpy as np
+
+    cum = np.cumsum(right)
+    for m in range(128, n, 128):  # the sparse runs' evaluation batches
+        if check(float(cum[m - 1]) / m, m):
+            return m
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    if not args.data_dir.is_dir():
+        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
+        return 0
+    import torch
+
+    torch.set_num_threads(1)
+    runs, costs = record(args.data_dir)
+    rows = floor(runs, costs)
+    tr, ev = costs["train_s_per_sample"], costs["eval_s_per_image"]
+    lines = [
+        "# Estimate cost: the floor of sequential looks",
+        "",
+        "The issue-34 CIFAR estimate (dense, recorded; benchmarks/estimate_floor.py's "
+        f"docstring). Measured: {tr * 1e3:.2f} ms per training sample, {ev * 1e3:.3f} ms per "
+        "held-out image evaluated the sparse way; dense estimate "
+        f"{costs['dense_wall_s']:.1f} s.",
+        "",
+        "| b | N(b) | grid points within the far gap before N(b) | images a floor look "
+        "scores | floor train s | floor eval s | floor eval share | whole-only eval share |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    total_t = total_e = total_w = 0.0
+    for r in rows:
+        t, e, w = r["n_b"] * tr, r["images"] * ev, r["whole_only_images"] * ev
+        total_t, total_e, total_w = total_t + t, total_e + e, total_w + w
+        lines.append(f"| {r['b']} | {r['n_b']} | {r['near_points']} | {r['images']} | "
+                     f"{t:.1f} | {e:.1f} | {e / (t + e):.1%} | {w / (t + w):.1%} |")  # fmt: skip
+    lines += [
+        "",
+        f"Floor in total: {total_t + total_e:.1f} s, evaluation {total_e / (total_t + total_e):.1%} "
+        f"of it ({total_w / (total_t + total_w):.1%} with whole evaluations only); "
+        f"{costs['dense_wall_s'] / (total_t + total_e):.1f}x faster than this dense estimate.",
+        "",
+    ]
+    text = "\n".join(lines)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "estimate_floor.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
