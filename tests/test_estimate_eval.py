@@ -193,7 +193,9 @@ class _Scripted:
         self, acc: Callable[[int], float], b: int, target: Optional[float], noise: Any
     ) -> None:
         self.acc, self.b, self.noise = acc, b, noise
-        self.cfg = SimpleNamespace(eval_every_samples=64, max_samples=6_400, target_accuracy=target)
+        self.cfg = SimpleNamespace(
+            eval_every_samples=64, max_samples=6_400, target_accuracy=target, eval_batch_size=64
+        )
         self.samples, self.curve, self.samples_to_target = 0, [], None
         self.train_wall_s = self.eval_wall_s = 0.0
         self.eval_items, self.stop, self.trained = 4_000, False, 0

@@ -17,24 +17,26 @@ reports the same grid point while evaluating the whole split at only a few:
   finite population correction: Cochran, Sampling Techniques, 3rd ed. 1977, Sec. 2.5),
   with v = max(p(1 - p)) over p >= threshold, the largest variance of a [0, 1] metric
   whose mean reaches the threshold (Bhatia-Davis bound). The checks come every
-  `screen_samples` items up to 90% of the split, K of them, each at z =
-  Phi^-1(1 - look_error / K) (Bonferroni): a point whose whole-split metric reaches
-  the threshold is ruled out with probability at most `look_error` per look (2.7e-3:
-  the two z = 3 screens of the schedule before, normal approximation). A look no check
-  stops is the whole evaluation itself, float for float dense's (the same batches),
-  its value stored on the curve; N(b) is read from those values only. Unlike separate
-  screens, a look that cannot tell costs nothing beyond the whole evaluation (the
-  screens re-scored their items and gave 37% of a CIFAR estimate's evaluation time to
-  looks that then went whole).
-* Far jumps (CPU only). While a look shows the run below the target minus `far_gap`, the next look is
-  `growth` times later, and an in-memory checkpoint (Trainer.state_dict) is kept at
-  every such look. The first look that is not far restores the last checkpoint and
-  screens every grid point from there (replay: CPU training is bit-for-bit
-  repeatable at a fixed thread count, so the replayed grid points are the dense
-  run's); a look there that shows the run far again resumes the jumps. The one
-  assumption: between two looks both `far_gap` below the target the accuracy did
-  not touch it. CUDA training is not repeatable (without deterministic kernels), so
-  there the run looks at every grid point from the start: no jumps, no replay.
+  `screen_samples` items (or every evaluation batch, if larger: 512 on a GPU) up to
+  90% of the split, K of them, each at z = Phi^-1(1 - look_error / K) (Bonferroni): a
+  point whose whole-split metric reaches the threshold is ruled out with probability
+  at most `look_error` per look (2.7e-3: the two z = 3 screens of the schedule before,
+  normal approximation). A look no check stops is the whole evaluation itself
+  (Trainer.evaluate's sums in the same batches), its value stored on the curve; N(b)
+  is read from those values only. Unlike separate screens, a look that cannot tell
+  costs nothing beyond the whole evaluation (the subset screens before it were
+  scored separately, their items again by the whole evaluation where they could not
+  tell: 37% of the CIFAR job's evaluation time went to screens).
+* Far jumps (CPU only). While a look shows the run below the target minus `far_gap`,
+  the next look is `growth` times later, and an in-memory checkpoint
+  (Trainer.state_dict) is kept at every such look. The first look that is not far
+  restores the last checkpoint and looks at every grid point from there (replay: CPU
+  training is bit-for-bit repeatable at a fixed thread count, so the replayed grid
+  points are the dense run's); a look there that shows the run far again resumes the
+  jumps. The one assumption: between two looks both `far_gap` below the target the
+  accuracy did not touch it. CUDA training is not repeatable (without deterministic
+  kernels), so there the run looks at every grid point from the start: no jumps, no
+  replay.
 * Reference runs (--target-fraction, no target yet) look at every grid point against
   their best-so-far: a point ruled out is "no new best" for the plateau count, every
   other is evaluated whole, so the best accuracy and the plateau stop are dense's.
@@ -130,7 +132,8 @@ def _look(tr: Any, threshold: float, params: SparseParams, tally: _Tally, force:
     """One grid point's sequential look against `threshold` (the whole split when
     `force`d: the end of the budget). (its curve point or None, its Check)."""
     tally.looks += 1
-    n, every = tr.eval_items, params.screen_samples
+    # a check can only come at the end of an evaluation batch (512 on a GPU)
+    n, every = tr.eval_items, max(params.screen_samples, tr.cfg.eval_batch_size)
     check = Check(threshold, n, every, check_z(n, every, params.look_error))
     if force:
         point = tr.evaluate()

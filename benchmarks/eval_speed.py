@@ -1,0 +1,103 @@
+"""Benchmark: one evaluation of the CIFAR held-out split on a CPU, the way dense
+estimates evaluate and the way sparse ones do, side by side in one run.
+
+The small CNN trained for 4,000 samples on a CIFAR-10 quarter (so batch norm's running
+statistics are real), then the 2,500 held-out images evaluated (one torch thread)
+in turn, `--repeats` times each, alternating:
+
+* dense: batches of 512, the images as stored (NCHW), the model as trained;
+* batches of 128, channels-last images;
+* the same with batch norm folded into the convolution before it (train/fold.py; the
+  fold's own cost included: a sparse run folds once per grid point it looks at).
+
+Prints the median seconds of each, the ratios to dense, and how many images' verdicts
+differ from dense's (argmax of the logits).
+
+    .venv/bin/python benchmarks/eval_speed.py            # ~1 min
+Skips (exit 0) without the shared data (../shared/data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+
+def trained_model(data_dir: Path) -> tuple[Any, Any, Any]:
+    """The small CNN after 4,000 training samples, and the held-out (x, y)."""
+    import torch
+
+    from undercap.data import load_dataset
+    from undercap.models.registry import model_spec
+
+    splits = load_dataset("npz:images/cifar10-quarter-a.npz", data_dir=data_dir)
+    torch.manual_seed(0)
+    shape = tuple(splits.x_train.shape[1:])
+    model = model_spec("small-cnn").build(num_classes=splits.num_classes, input_shape=shape)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for i in range(0, 4000, 32):
+        xb, yb = splits.x_train[i : i + 32], splits.y_train[i : i + 32]
+        loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval(), splits.x_test, splits.y_test
+
+
+def ways(model: Any, x: Any) -> dict[str, Callable[[], Any]]:
+    import torch
+
+    from undercap.train.fold import folded
+
+    xc = x.contiguous(memory_format=torch.channels_last)
+
+    def run(m: Any, xs: Any, bs: int) -> Any:
+        with torch.no_grad():
+            return torch.cat([m(xs[i : i + bs]).argmax(-1) for i in range(0, len(xs), bs)])
+
+    return {
+        "dense: 512, NCHW": lambda: run(model, x, 512),
+        "128, channels-last": lambda: run(model, xc, 128),
+        "128, channels-last, folded": lambda: run(folded(model), xc, 128),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args(argv)
+    if not args.data_dir.is_dir():
+        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
+        return 0
+    import torch
+
+    torch.set_num_threads(1)
+    model, x, _ = trained_model(args.data_dir)
+    fns = ways(model, x)
+    base = {name: fn() for name, fn in fns.items()}  # also warms each path up
+    seconds: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(args.repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - t0)
+    dense = statistics.median(seconds["dense: 512, NCHW"])
+    print(f"{len(x)} held-out images, small CNN, 1 thread, median of {args.repeats}:")
+    for name, s in seconds.items():
+        med = statistics.median(s)
+        diff = int((base[name] != base["dense: 512, NCHW"]).sum())
+        print(f"  {name:28s} {med:6.3f} s  {dense / med:4.2f}x  verdicts differing: {diff}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
