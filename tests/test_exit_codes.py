@@ -166,6 +166,10 @@ def test_ctrl_c_is_130(tmp_path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         universal_newlines=True,
+        # a background `make test &` hands its children SIGINT ignored, and Python then
+        # keeps it ignored (the user's Ctrl-C never reaches a background job either):
+        # the child starts with the default, as from a terminal
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     t0 = time.monotonic()
     while not any(ckpt.glob("*")) and time.monotonic() - t0 < 60:  # training is under way
