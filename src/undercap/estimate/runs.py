@@ -129,8 +129,8 @@ def run_job(job: Job) -> Dict[str, Any]:
         metric=job.metric,
         recipe=job.recipe,
         # sparse CPU runs: cache-sized batches, channels-last images, batch norm folded
-        # (each faster on a CPU, train/fold.py);
-        # on a GPU, where a batch is mostly fixed cost, the dense runs' large batches
+        # (each faster on a CPU, train/fold.py); on a GPU, where a batch is mostly
+        # fixed cost, the dense runs' large batches
         eval_batch_size=defaults.ESTIMATE_SPARSE_EVAL_BATCH if cpu_sparse else 512,
         eval_channels_last=cpu_sparse,
         eval_fold_bn=cpu_sparse,
