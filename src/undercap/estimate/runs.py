@@ -200,7 +200,9 @@ def _eval_record(job: Job, stats: Optional[SparseStats]) -> Dict[str, Any]:
         }
     if stats is None or job.sparse is None:
         return {"schedule": "dense"}
-    return {"schedule": "sparse", **dataclasses.asdict(job.sparse), **dataclasses.asdict(stats)}
+    knobs = dataclasses.asdict(job.sparse)
+    del knobs["z"]  # the device plan's screens': a look's z follows from look_error
+    return {"schedule": "sparse", **knobs, **dataclasses.asdict(stats)}
 
 
 def _hooks(bar: Any, patience: Optional[int]) -> Tuple[Any, Any]:
