@@ -72,6 +72,15 @@ def test_sparse_n_equals_dense_n_on_real_runs(tmp_path: Path) -> None:
     assert all(r["eval"] == {"schedule": "dense"} for r in _records(tmp_path / "d").values())
     assert sparse.extra["config"]["eval_schedule"] == "sparse"
     assert dense.extra["config"]["eval_schedule"] == "dense"
+    # the summary says what share of the run time went to evaluating, and how
+    from undercap.report.text import estimate_summary
+
+    shares = []
+    for eff, name in ((dense, "dense"), (sparse, "sparse")):
+        cost = estimate_summary(eff).splitlines()[-1]
+        assert f"% evaluating, {name} schedule; 0 runs reused)" in cost, cost
+        shares.append(eff.extra["cost"]["eval_wall_s"] / eff.extra["cost"]["wall_s"])
+    assert shares[1] < shares[0]
 
 
 def test_a_split_too_small_for_checks_runs_dense_exactly(tmp_path: Path) -> None:

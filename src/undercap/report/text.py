@@ -62,10 +62,13 @@ def estimate_summary(eff: Efficiency) -> str:
     for note in eff.extra.get("notes", []):
         lines.append(f"  note: {note}")
     c = eff.extra["cost"]
+    how = f"{c.get('reused_runs', 0)} runs reused"
+    if c.get("eval_wall_s") is not None and c["wall_s"] > 0:  # absent in older files
+        schedule = eff.extra.get("config", {}).get("eval_schedule", "dense")
+        how = f"{c['eval_wall_s'] / c['wall_s']:.0%} evaluating, {schedule} schedule; {how}"
     lines.append(
         f"  cost: {c['runs']} runs, {c['samples_trained']} samples trained, "
-        f"{c['wall_s']:.1f} s of run time ({c.get('reused_runs', 0)} runs reused), "
-        f"{c.get('elapsed_s', 0.0):.1f} s elapsed"
+        f"{c['wall_s']:.1f} s of run time ({how}), {c.get('elapsed_s', 0.0):.1f} s elapsed"
     )
     return "\n".join(lines)
 

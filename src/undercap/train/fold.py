@@ -12,8 +12,9 @@ benchmarks/eval_speed.py), with the same verdict on every image.
 The fold works on a copy (torch.fx traces the model's forward; its own
 `fuse` pass folds only where the layer's output feeds the norm alone); a model fx
 cannot trace (data-dependent control flow, most Hugging Face models) or one without
-batch norm is evaluated as it is. Only sparse estimates on the CPU use it: dense runs
-keep the float sums they cached.
+batch norm is evaluated as it is. Only sparse estimates on the CPU use it, on
+held-out splits large enough to pay for it (estimate/runs.py); dense runs keep the
+float sums they cached.
 """
 
 import warnings
