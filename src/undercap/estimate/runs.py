@@ -28,9 +28,10 @@ RUN_KIND = "estimate-run"
 #: a sparse run needs a look to check at least this often before its split ends
 MIN_CHECKS = 4
 #: fold batch norm (train/fold.py) only for held-out splits of at least this many input
-#: elements: the fold's trace and copy cost ~13 ms a look for the small CNN, more than a
-#: whole evaluation of 300 8x8 digits costs (it doubled that job's evaluation time) and
-#: ~1% of one of 2,500 CIFAR images (7.7M elements), which it makes up to 1.15x faster
+#: elements: the fold's trace and copy cost ~13 ms a look for the small CNN, more than it
+#: saves on 300 8x8 digits (one evaluation 26.9 ms -> 42.8 ms) and ~1% of an evaluation
+#: of 2,500 CIFAR images (7.7M elements), which it makes 1.15-1.18x faster
+#: (benchmarks/eval_speed.py)
 FOLD_MIN_EVAL_ELEMENTS = 1 << 22
 
 

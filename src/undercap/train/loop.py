@@ -75,7 +75,7 @@ class LoopConfig:
     # Evaluation on a CPU, each faster there with the same verdicts (sparse estimates
     # use all three; dense ones keep the float sums they cached): batches of 128, not
     # 512 (~1.8x: cache-sized activations), images in channels-last layout (~1.6x),
-    # batch norm folded into the layer before it (up to ~1.15x, train/fold.py)
+    # batch norm folded into the layer before it (~1.15x on large splits, train/fold.py)
     eval_batch_size: int = 512
     eval_channels_last: bool = False
     eval_fold_bn: bool = False
