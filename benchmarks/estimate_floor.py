@@ -42,9 +42,11 @@ def record(data_dir: Path) -> tuple[dict[int, list[tuple[float, Any]]], dict[str
     import torch
 
     import undercap.train.loop as L
+    from undercap import defaults
     from undercap.estimate import estimate
     from undercap.train.fold import folded
 
+    bs = defaults.ESTIMATE_SPARSE_EVAL_BATCH  # the sparse runs' evaluation batches
     verdicts: dict[int, list[tuple[float, Any]]] = {}
     timing = {"images": 0, "seconds": 0.0}
     current: dict[str, int] = {}  # the batch size of the run being evaluated
@@ -62,10 +64,7 @@ def record(data_dir: Path) -> tuple[dict[int, list[tuple[float, Any]]], dict[str
             xc = x.contiguous(memory_format=torch.channels_last)
             with torch.no_grad():
                 right = torch.cat(
-                    [
-                        twin(xc[i : i + 128]).argmax(-1) == y[i : i + 128]
-                        for i in range(0, len(y), 128)
-                    ]
+                    [twin(xc[i : i + bs]).argmax(-1) == y[i : i + bs] for i in range(0, len(y), bs)]
                 )
             timing["seconds"] += time.perf_counter() - t0
             timing["images"] += len(y)
@@ -118,8 +117,10 @@ def _look_images(right: Any, check: Any, n: int) -> int:
     """Images a sequential look scores before `check` stops it (n: none does)."""
     import numpy as np
 
-    cum = np.cumsum(right)
-    for m in range(128, n, 128):  # the sparse runs' evaluation batches
+    from undercap import defaults
+
+    cum, bs = np.cumsum(right), defaults.ESTIMATE_SPARSE_EVAL_BATCH
+    for m in range(bs, n, bs):  # a look checks at the end of the sparse runs' batches
         if check(float(cum[m - 1]) / m, m):
             return m
     return n

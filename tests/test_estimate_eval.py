@@ -25,8 +25,8 @@ from undercap.estimate.evalsched import (
     margin,
     next_look,
     run_sparse,
-    stages,
 )
+from undercap.train.evalplan import stages
 
 # 1500 digits -> 1200 train / 300 test: a look checks every 16 items (18 checks)
 DATA = DataSpec("digits", limit=1500)

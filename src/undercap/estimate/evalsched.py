@@ -49,9 +49,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from undercap.train.evalplan import SCHEDULES, SparseParams, margin, next_look, stages
+from undercap.train.evalplan import SCHEDULES, SparseParams, margin, next_look
 
-__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "Check", "run_sparse", "stages"]
+__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "Check", "run_sparse"]
 
 
 @dataclass(frozen=True)

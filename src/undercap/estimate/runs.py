@@ -161,10 +161,15 @@ def run_job(job: Job) -> Dict[str, Any]:
     return record
 
 
+def _eval_items(splits: Any, job: Job) -> int:
+    """Held-out samples a whole evaluation scores (--eval-max-samples of the split)."""
+    n_items = splits.n_test if job.eval_max_samples is None else job.eval_max_samples
+    return min(n_items, splits.n_test)
+
+
 def _eval_elements(splits: Any, job: Job) -> int:
     """Input elements of the held-out split a whole evaluation scores."""
-    n = splits.n_test if job.eval_max_samples is None else min(job.eval_max_samples, splits.n_test)
-    return n * int(splits.x_test[:1].numel())
+    return _eval_items(splits, job) * int(splits.x_test[:1].numel())
 
 
 def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
@@ -177,9 +182,7 @@ def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
     included)."""
     if job.sparse is None:
         return None
-    n_items = splits.n_test if job.eval_max_samples is None else job.eval_max_samples
-    n_items = min(n_items, splits.n_test)
-    every = job.sparse.screen_samples
+    n_items, every = _eval_items(splits, job), job.sparse.screen_samples
     if job.screen_explicit and every > n_items:
         raise UndercapError(
             f"--screen-samples {every} is larger than the "

@@ -51,8 +51,8 @@ def folded(model: nn.Module) -> Optional[nn.Module]:
 
 class FoldCache:
     """The folded twin of a trainer's model at its current weights: built at the first
-    evaluation after a step and reused by the screens and the whole evaluation of the
-    same grid point (weights unchanged); a model that cannot be folded is asked once."""
+    evaluation after a step and reused by every evaluation until the next one (weights
+    unchanged); a model that cannot be folded is asked once."""
 
     def __init__(self) -> None:
         self._at: Optional[int] = None
