@@ -178,10 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         "runs' seconds spent evaluating, and N(b) per (b, seed), dense and sparse side by "
         "side (dense first, alternating). Jobs: benchmarks/estimate_cost.py's docstring. "
         "Sparse (estimate/evalsched.py): sequential looks (the held-out split in random "
-        f"order, checked every {defaults.ESTIMATE_CHECK_SAMPLES} items against a binomial "
+        f"order, checked every {defaults.ESTIMATE_CHECK_SAMPLES} items, or four times on a "
+        "split too small for four such checks, against a binomial "
         f"margin, error {defaults.ESTIMATE_LOOK_ERROR:g} per look, Bonferroni), far jumps "
         f"({defaults.ESTIMATE_SPARSE_GROWTH:g}x) with checkpoint replay, CPU evaluation in "
-        "batches of 128, channels-last images, batch norm folded.",
+        "batches of 128 (or of the checks' spacing, if smaller), channels-last images, "
+        "batch norm folded on large splits.",
         "",
         table(results),
         "",

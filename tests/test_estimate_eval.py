@@ -28,7 +28,7 @@ from undercap.estimate.evalsched import (
 )
 from undercap.train.evalplan import stages
 
-# 1500 digits -> 1200 train / 300 test: a look checks every 16 items (18 checks)
+# digits: 1438 train / 359 test; a look checks every 80 items (4 checks)
 DATA = DataSpec("digits", limit=1500)
 
 
@@ -42,7 +42,6 @@ def _cfg(schedule: str, **kw: Any) -> EstimateConfig:
         max_samples=3_000,
         eval_every_samples=64,
         eval_schedule=schedule,
-        screen_samples=16,
     )
     base.update(kw)
     return EstimateConfig(**base)
@@ -83,18 +82,62 @@ def test_sparse_n_equals_dense_n_on_real_runs(tmp_path: Path) -> None:
     assert shares[1] < shares[0]
 
 
-def test_a_split_too_small_for_checks_runs_dense_exactly(tmp_path: Path) -> None:
-    """300 held-out items and a check every 128 (the default): two checks before the
-    split ends rarely stop a look, so the runs are dense runs, curve for curve, and
-    say why."""
+def test_a_small_split_is_checked_more_often(tmp_path: Path) -> None:
+    """359 held-out items: a check every 128 (the default) would come twice before the
+    split ends, so a look checks every 80 items instead (four checks, in evaluation
+    batches of 80), and N(b) is dense's."""
     small = dict(batch_sizes=(16, 32), seeds=(0,))
     dense = _run(_cfg("dense", **small), tmp_path / "d")
-    sparse = _run(_cfg("sparse", screen_samples=None, **small), tmp_path / "s")
+    sparse = _run(_cfg("sparse", **small), tmp_path / "s")
+    assert sparse.samples_to_target == dense.samples_to_target
+    for r in _records(tmp_path / "s").values():
+        assert (r["eval"]["schedule"], r["eval"]["screen_samples"]) == ("sparse", 80)
+        assert r["eval"]["screened_items"] > 0  # some look stopped early
+
+
+def test_a_split_too_small_for_checks_runs_dense_exactly(tmp_path: Path) -> None:
+    """120 held-out items: four checks would see 27 items each, too few to rule anything
+    out, so the runs are dense runs, curve for curve, and say why."""
+    small = dict(batch_sizes=(16, 32), seeds=(0,), eval_max_samples=120)
+    dense = _run(_cfg("dense", **small), tmp_path / "d")
+    sparse = _run(_cfg("sparse", **small), tmp_path / "s")
     assert sparse.samples_to_target == dense.samples_to_target
     by_b = {r["batch_size"]: r for r in _records(tmp_path / "d").values()}
     for r in _records(tmp_path / "s").values():
         assert r["eval"]["schedule"] == "dense" and "too few checks" in r["eval"]["why"]
         assert r["curve"] == by_b[r["batch_size"]]["curve"]
+
+
+@pytest.mark.parametrize(
+    "items, device, chosen, spacing",
+    [
+        (2500, "cpu", None, 128),  # the default fits: 17 checks
+        (500, "cpu", None, 112),  # 3 checks of 128 -> 4 of 112
+        (300, "cpu", None, 67),
+        (160, "cpu", None, 36),
+        (120, "cpu", None, None),  # 27 items a check: dense
+        (300, "cpu", 128, None),  # the user's spacing is kept: 2 checks, dense
+        (300, "cpu", 64, 64),
+        (300, "cpu", 16, 16),  # however fine
+        (2500, "cuda", None, 512),  # a GPU checks at its batches of 512: 4 checks
+        (2000, "cuda", None, None),  # 3: dense
+    ],
+)
+def test_the_check_spacing_fits_the_split(
+    items: int, device: str, chosen: Optional[int], spacing: Optional[int]
+) -> None:
+    from undercap.estimate.runs import _effective_sparse
+
+    params = SparseParams.default(screen_samples=chosen or 128)
+    job = SimpleNamespace(
+        sparse=params,
+        screen_explicit=chosen is not None,
+        eval_max_samples=None,
+        torch_device=device,
+        data=DATA,
+    )
+    got = _effective_sparse(job, SimpleNamespace(n_test=items))  # type: ignore[arg-type]
+    assert (None if got is None else got.screen_samples) == spacing
 
 
 def test_reference_runs_give_dense_reference_and_stop(tmp_path: Path) -> None:

@@ -221,7 +221,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         default=None,
         help="sparse: a look checks its verdict every N held-out samples "
-        f"(default {defaults.ESTIMATE_CHECK_SAMPLES})",
+        f"(default {defaults.ESTIMATE_CHECK_SAMPLES}, or four checks on a split too small "
+        "for four of those)",
     )
     e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"

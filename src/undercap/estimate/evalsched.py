@@ -51,7 +51,7 @@ from typing import Any, Dict, Optional
 
 from undercap.train.evalplan import SCHEDULES, SparseParams, margin, next_look
 
-__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "Check", "run_sparse"]
+__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "Check", "check_count", "run_sparse"]
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,16 @@ class SparseStats:
 LAST_CHECK = 0.9
 
 
+def check_count(items: int, every: int) -> int:
+    """How many checks a look at `items` held-out items makes, one every `every` up to
+    LAST_CHECK of them."""
+    return int(LAST_CHECK * items) // every
+
+
 def check_z(items: int, every: int, look_error: float) -> float:
-    """The z of each of a look's checks (one every `every` of `items`, up to
-    LAST_CHECK of them): Bonferroni over them keeps a look's error at `look_error`."""
-    checks = max(1, int(LAST_CHECK * items) // every)
-    return _upper_quantile(look_error / checks)
+    """The z of each of a look's checks (check_count of them): Bonferroni over them
+    keeps a look's error at `look_error`."""
+    return _upper_quantile(look_error / max(1, check_count(items, every)))
 
 
 def _upper_quantile(p: float) -> float:

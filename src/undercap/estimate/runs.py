@@ -20,13 +20,25 @@ from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
-from undercap.estimate.evalsched import SparseParams, SparseStats, run_sparse
+from undercap.estimate.evalsched import (
+    LAST_CHECK,
+    SparseParams,
+    SparseStats,
+    check_count,
+    run_sparse,
+)
 from undercap.models.recipe import Recipe
 
 RUN_SCHEMA = "undercap.efficiency-run/1"
 RUN_KIND = "estimate-run"
 #: a sparse run needs a look to check at least this often before its split ends
 MIN_CHECKS = 4
+#: and each check at least this many items: a mean of fewer rules out almost nothing
+#: (the margin of 32 items at the checks' z of ~3 is 0.27)
+MIN_CHECK_ITEMS = 32
+#: evaluation batches of dense runs (the reference) and of every run on a GPU, where a
+#: batch is mostly fixed cost (a look's check can only come at the end of one)
+EVAL_BATCH = 512
 #: fold batch norm (train/fold.py) only for held-out splits of at least this many input
 #: elements: the fold's trace and copy cost ~13 ms a look for the small CNN, more than it
 #: saves on 300 8x8 digits (one evaluation 26.9 ms -> 42.8 ms) and ~1% of an evaluation
@@ -120,7 +132,6 @@ def run_job(job: Job) -> Dict[str, Any]:
         fresh_head=job.fresh_head,
     )
     sparse = _effective_sparse(job, splits)
-    cpu_sparse = sparse is not None and job.torch_device == "cpu"
     cfg = LoopConfig(
         batch_size=job.batch_size,
         lr=job.lr,
@@ -134,12 +145,7 @@ def run_job(job: Job) -> Dict[str, Any]:
         loss=job.loss,
         metric=job.metric,
         recipe=job.recipe,
-        # sparse CPU runs: cache-sized batches, channels-last images, batch norm folded
-        # (each faster on a CPU, train/fold.py); on a GPU, where a batch is mostly
-        # fixed cost, the dense runs' large batches
-        eval_batch_size=defaults.ESTIMATE_SPARSE_EVAL_BATCH if cpu_sparse else 512,
-        eval_channels_last=cpu_sparse,
-        eval_fold_bn=cpu_sparse and _eval_elements(splits, job) >= FOLD_MIN_EVAL_ELEMENTS,
+        **_eval_style(job, splits, sparse),
     )
     bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)
     on_step, on_eval = _hooks(bar, None if sparse else job.plateau_patience)
@@ -150,7 +156,7 @@ def run_job(job: Job) -> Dict[str, Any]:
         bar.close()
     wall_s = time.perf_counter() - t0
     record = _record(job, result, stop, splits.accuracy_kind, init, t0 - t_load, wall_s)
-    record["eval"] = _eval_record(job, stats)
+    record["eval"] = _eval_record(job, sparse, stats)
     if not job.recipe.is_default:  # what the user's recipe built: its class and rates
         from undercap.train.recipe import describe
 
@@ -172,14 +178,31 @@ def _eval_elements(splits: Any, job: Job) -> int:
     return _eval_items(splits, job) * int(splits.x_test[:1].numel())
 
 
+def _eval_style(job: Job, splits: Any, sparse: Optional[SparseParams]) -> Dict[str, Any]:
+    """How a run evaluates (LoopConfig's eval_* fields). Sparse CPU runs: cache-sized
+    batches that end where a look checks, channels-last images, batch norm folded on
+    large splits (each faster on a CPU, train/fold.py); on a GPU, and dense runs (the
+    reference), batches of 512, the model as it is."""
+    if sparse is None or job.torch_device != "cpu":
+        return {"eval_batch_size": EVAL_BATCH}
+    return {
+        "eval_batch_size": min(defaults.ESTIMATE_SPARSE_EVAL_BATCH, sparse.screen_samples),
+        "eval_channels_last": True,
+        "eval_fold_bn": _eval_elements(splits, job) >= FOLD_MIN_EVAL_ELEMENTS,
+    }
+
+
 def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
-    """The sparse schedule where it can gain, else None (dense). A look checks every
-    `screen_samples` items; with fewer than MIN_CHECKS checks before the split ends it
-    rarely stops early, every look is about a whole evaluation and the far jumps'
-    replays only add training: dense was as fast or faster there (the first schedule on
-    the matrix's 500- and 300-item splits, benchmarks/results/estimate_cost.md: image
-    1.0x, text 0.8x), and the run is then exactly a dense run (its batches of 512
-    included)."""
+    """The sparse schedule with the items between a look's checks (screen_samples) that
+    fit the held-out split, or None (dense). With fewer than MIN_CHECKS checks a look
+    rarely stops early and the far jumps' replays only add training: dense was as fast
+    or faster (the first schedule on the matrix's 500- and 300-item splits,
+    benchmarks/results/estimate_cost.md: image 1.0x, text 0.8x). So on a CPU a split
+    too small for MIN_CHECKS checks of `screen_samples` is checked more often (a look
+    then scores its batches of that size), down to MIN_CHECK_ITEMS a check; a split
+    smaller still runs dense, exactly: a dense run. So does one too small for
+    MIN_CHECKS of a spacing the user chose (kept as chosen, however fine) or of a GPU's
+    batches of 512 (the finest checks worth their fixed cost there)."""
     if job.sparse is None:
         return None
     n_items, every = _eval_items(splits, job), job.sparse.screen_samples
@@ -188,8 +211,15 @@ def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
             f"--screen-samples {every} is larger than the "
             f"{n_items} held-out samples of {job.data.dataset}"
         )
-    checks = -(-n_items // every) - 1
-    return job.sparse if checks >= MIN_CHECKS else None
+    if job.torch_device != "cpu":
+        every = max(every, EVAL_BATCH)
+    elif check_count(n_items, every) < MIN_CHECKS and not job.screen_explicit:
+        every = max(int(LAST_CHECK * n_items) // MIN_CHECKS, 1)
+        if every < MIN_CHECK_ITEMS:
+            return None
+    if check_count(n_items, every) < MIN_CHECKS:
+        return None
+    return dataclasses.replace(job.sparse, screen_samples=every)
 
 
 def _train(
@@ -206,16 +236,21 @@ def _train(
         return trainer.result(), "plateau", None
 
 
-def _eval_record(job: Job, stats: Optional[SparseStats]) -> Dict[str, Any]:
-    """Which evaluation schedule made the curve, and what it evaluated."""
+def _eval_record(
+    job: Job, sparse: Optional[SparseParams], stats: Optional[SparseStats]
+) -> Dict[str, Any]:
+    """Which evaluation schedule made the curve, and what it evaluated (`sparse`: the
+    knobs it ran with, screen_samples the items between checks)."""
     if job.sparse is not None and stats is None:
         return {
             "schedule": "dense",
-            "why": "too few checks fit the held-out split: dense is faster",
+            "why": f"too few checks fit the held-out split ({MIN_CHECKS} of at least "
+            f"{MIN_CHECK_ITEMS} items, or of the chosen --screen-samples, or of a GPU's "
+            f"batches of {EVAL_BATCH}): dense is faster",
         }
-    if stats is None or job.sparse is None:
+    if stats is None or sparse is None:
         return {"schedule": "dense"}
-    knobs = dataclasses.asdict(job.sparse)
+    knobs = dataclasses.asdict(sparse)
     del knobs["z"]  # the device plan's screens': a look's z follows from look_error
     return {"schedule": "sparse", **knobs, **dataclasses.asdict(stats)}
 
