@@ -169,7 +169,7 @@ def run(data, schedule, **kw):
 @pytest.fixture()
 def small_screens(monkeypatch):
     """Screens that fit the 150-item split: 30 items (then 120 > half: one stage)."""
-    monkeypatch.setattr(defaults, "ESTIMATE_SCREEN_SAMPLES", 30)
+    monkeypatch.setattr(defaults, "TRAIN_SCREEN_SAMPLES", 30)
 
 
 def test_device_run_sparse_equals_dense_time_to_accuracy(digits, small_screens):

@@ -130,6 +130,14 @@ TRAIN_EVAL_EVERY_SAMPLES = 2_000
 #: "sparse" (train/evalplan.py: far looks and screens, the same time to accuracy) or
 #: "dense" (the whole held-out split at every grid point)
 TRAIN_EVAL_SCHEDULE = "sparse"
+#: a device run's first screen scores this many held-out items (later stages x4, up to
+#: half the split; train/evalplan.py)
+TRAIN_SCREEN_SAMPLES = 256
+#: a device run's screen rules a grid point out when its mean + this many standard errors
+#: is below the threshold: a point at the threshold is missed with probability <= Phi(-3)
+#: = 1.3e-3 (z = 4: 3e-5, and 1.2x an estimate's time on the CIFAR job, replayed on its
+#: dense curves, benchmarks/results/estimate_cost.md)
+TRAIN_SCREEN_Z = 3.0
 #: checkpoint every this many device seconds of training
 CHECKPOINT_EVERY_S = 60.0
 
@@ -160,15 +168,8 @@ ESTIMATE_CHECK_SAMPLES = 128
 #: probability at most this (Bonferroni over its checks): 2 Phi(-3), the two z = 3
 #: screens of the schedule before it
 ESTIMATE_LOOK_ERROR = 2.7e-3
-#: a device run's first screen scores this many held-out items (later stages x4, up to
-#: half the split; train/evalplan.py)
-ESTIMATE_SCREEN_SAMPLES = 256
-#: a device run's screen rules a grid point out when its mean + this many standard errors
-#: is below the threshold: a point at the threshold is missed with probability <= Phi(-3)
-#: = 1.3e-3 (z = 4: 3e-5, and 1.2x an estimate's time on the CIFAR job, replayed on its
-#: dense curves, benchmarks/results/estimate_cost.md)
-ESTIMATE_SCREEN_Z = 3.0
-#: far from the target, the next look is this factor times the samples trained so far
+#: far from the target (an estimate's and a device run's), the next look is this factor
+#: times the samples trained so far
 #: (1.25: a fifth of the run replayed at most; 1.5 looked less often but replayed more)
 ESTIMATE_SPARSE_GROWTH = 1.25
 #: "far": a look shows the accuracy below target - this gap (with the margin)

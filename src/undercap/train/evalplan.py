@@ -50,7 +50,8 @@ SCREEN_MAX_COST = 0.5
 
 @dataclass(frozen=True)
 class SparseParams:
-    """The knobs of a sparse schedule (defaults.ESTIMATE_SCREEN_* / _SPARSE_*)."""
+    """The knobs of a sparse schedule (defaults.TRAIN_SCREEN_*, ESTIMATE_SPARSE_*; an
+    estimate replaces screen_samples by its checks' spacing)."""
 
     screen_samples: int  # first screen's subset size; later stages x4
     z: float  # standard errors of margin before a screen rules a point out
@@ -64,10 +65,10 @@ class SparseParams:
 
     @classmethod
     def default(cls, jumps: bool = True, screen_samples: Optional[int] = None) -> "SparseParams":
-        """The defaults (screen_samples None: defaults.ESTIMATE_SCREEN_SAMPLES)."""
+        """The defaults (screen_samples None: defaults.TRAIN_SCREEN_SAMPLES)."""
         return cls(
-            screen_samples or defaults.ESTIMATE_SCREEN_SAMPLES,
-            defaults.ESTIMATE_SCREEN_Z,
+            screen_samples or defaults.TRAIN_SCREEN_SAMPLES,
+            defaults.TRAIN_SCREEN_Z,
             defaults.ESTIMATE_SPARSE_GROWTH,
             defaults.ESTIMATE_SPARSE_FAR_GAP,
             jumps,
