@@ -18,15 +18,8 @@ from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 from undercap.estimate import EstimateConfig, estimate
 from undercap.estimate.config import fingerprint
-from undercap.estimate.evalsched import (
-    Check,
-    SparseParams,
-    check_z,
-    margin,
-    next_look,
-    run_sparse,
-)
-from undercap.train.evalplan import stages
+from undercap.estimate.evalsched import Check, SparseParams, check_z, run_sparse
+from undercap.train.evalplan import margin, next_look
 
 # digits: 1438 train / 359 test; a look checks every 80 items (4 checks)
 DATA = DataSpec("digits", limit=1500)
@@ -206,9 +199,7 @@ def test_config_rejects_unknown_schedule() -> None:
 
 
 # --- the schedule's logic on scripted curves (no torch) --------------------------------
-def test_stages_margin_and_next_look() -> None:
-    assert stages(256, 2500) == (256, 1024)
-    assert stages(256, 300) == ()  # a screen over half the split saves too little
+def test_margin_and_next_look() -> None:
     # z standard errors of a subset mean, finite population corrected (Cochran 1977)
     assert math.isclose(margin(0.8, 100, 10**9, 4.0), 4 * math.sqrt(0.16 / 100), rel_tol=1e-6)
     assert margin(0.3, 100, 10**9, 1.0) == pytest.approx(0.05)  # p(1-p) at most 1/4
@@ -305,7 +296,7 @@ def _dense_n(acc: Callable[[int], float], b: int, target: float) -> Optional[int
     return t.samples_to_target
 
 
-PARAMS = SparseParams(screen_samples=256, z=4.0, growth=1.5, far_gap=0.05, jumps=True)
+PARAMS = SparseParams(screen_samples=256, growth=1.5, far_gap=0.05, jumps=True)
 
 
 @pytest.mark.parametrize("b", [8, 64, 256])
@@ -314,7 +305,7 @@ PARAMS = SparseParams(screen_samples=256, z=4.0, growth=1.5, far_gap=0.05, jumps
 def test_scripted_first_crossing_is_dense(b: int, jumps: bool, items: int) -> None:
     """The first crossing is a one-interval touch before a dip: dense reports it, and
     so must the sparse schedule (looks that err within their margin included)."""
-    params = SparseParams(256, 4.0, 1.5, 0.05, jumps)
+    params = SparseParams(256, 1.5, 0.05, jumps)
     want = _dense_n(_wobbly, b, 0.6)
     assert want is not None and want < 3_600
     z = check_z(items, 256, params.look_error)

@@ -1,11 +1,12 @@
 """The device's sparse evaluation plan (train/evalplan.py): the same time to accuracy as
-dense evaluation, for fewer and smaller evaluations.
+dense evaluation, for fewer evaluations and looks that stop early.
 
 Two levels: the plan against brute force on curves whose per-item verdicts are known
 (a fake trainer: no torch training), and whole device runs on the simulated Nano,
 sparse beside dense, interrupted and resumed."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from undercap import defaults
 from undercap.devices.simulated import SimulatedDevice
 from undercap.errors import UndercapError
 from undercap.train import train_on_device
-from undercap.train.evalplan import EvalPlan, SparseParams, next_look, secant_look, stages
+from undercap.train.evalplan import EvalPlan, SparseParams, next_look, secant_look
 from undercap.train.spec import TrainSpec
 
 EVERY = 128
@@ -22,25 +23,43 @@ EVERY = 128
 
 class CurveTrainer:
     """A trainer whose held-out verdicts follow `curve` (samples -> accuracy): item i is
-    right at s samples iff u_i < curve(s), u fixed uniform draws, so a subset's score
-    is a real subset mean and the whole split's is the curve up to 1/n."""
+    right at s samples iff u_i < curve(s), u fixed uniform draws (a random order), so a
+    prefix's score is a real subset mean and the whole split's is the curve up to 1/n.
+    Its looks score batches of `batch` items, as Trainer.sequential does."""
 
-    def __init__(self, curve, n_items: int = 2000, seed: int = 0) -> None:
+    def __init__(self, curve, n_items: int = 2000, seed: int = 0, batch: int = 128) -> None:
         self.curve, self.samples = curve, 0
         self.u = torch.rand(n_items, generator=torch.Generator().manual_seed(seed))
         self.scored = 0
+        self.cfg = SimpleNamespace(eval_batch_size=batch)
+        self.plan = None
+        self.points = []  # (samples, accuracy) of every whole evaluation
 
     @property
     def eval_items(self) -> int:
         return int(self.u.numel())
 
-    def screen(self, n_items, index):
-        self.scored += n_items
-        return float((self.u[index] < self.curve(self.samples)).double().mean())
+    def _right(self):
+        return (self.u < self.curve(self.samples)).double()
+
+    def sequential(self, stop):
+        right, b = self._right(), self.cfg.eval_batch_size
+        for m in range(b, self.eval_items, b):  # after each batch but the last
+            if stop(float(right[:m].mean()), m):
+                self.scored += m
+                return None, SimpleNamespace(items=m)
+        return self.evaluate(), SimpleNamespace(items=self.eval_items)
+
+    def evaluate(self) -> float:
+        acc = self.whole()
+        self.points.append((self.samples, acc))
+        if self.plan is not None:
+            self.plan.evaluated(self.samples, acc)
+        return acc
 
     def whole(self) -> float:
         self.scored += self.eval_items
-        return float((self.u < self.curve(self.samples)).double().mean())
+        return float(self._right().mean())
 
 
 def dense_crossing(tr: CurveTrainer, target: float, budget: int):
@@ -51,17 +70,23 @@ def dense_crossing(tr: CurveTrainer, target: float, budget: int):
     return None
 
 
+def looked(tr: CurveTrainer, plan: EvalPlan, s: int, force: bool = False):
+    """The plan's look at grid point s, if it wants one: the whole evaluation's accuracy,
+    or None (no look, or a look that stopped early)."""
+    tr.samples = s
+    if not plan.wants(s):
+        return None
+    before = len(tr.points)
+    plan.look(tr, force=force)
+    return tr.points[-1][1] if len(tr.points) > before else None
+
+
 def sparse_crossing(tr: CurveTrainer, target: float, budget: int, params=None):
     plan = EvalPlan(target, EVERY, tr.eval_items, params or SparseParams.default())
-    plan.on_screen = lambda m, wall, out: plan.record(m, m * 1e-4)  # cost ~ items
+    tr.plan = plan
     for s in range(EVERY, budget + 1, EVERY):
-        tr.samples = s
-        if not plan.wants(s) or plan.screened_out(tr, force=s == budget):
-            continue
-        acc = tr.whole()
-        plan.record(tr.eval_items, tr.eval_items * 1e-4)
-        plan.evaluated(s, acc)
-        if acc >= target:
+        acc = looked(tr, plan, s, force=s == budget)
+        if acc is not None and acc >= target:
             return s, plan
     return None, plan
 
@@ -101,7 +126,7 @@ def test_a_curve_that_never_nears_the_target_is_looked_at_geometrically():
     got, plan = sparse_crossing(tr, 0.9, 100_000)
     assert got is None
     # growth 1.25 from one interval: about log(100000 / 128) / log(1.25) looks, not 781
-    assert plan.looks < 60 and plan.full <= 2  # the screens tell; the end is scored whole
+    assert plan.looks < 60 and plan.full <= 2  # the looks stop early; the end is whole
 
 
 def test_a_jump_from_far_to_the_target_is_the_one_assumption():
@@ -128,10 +153,9 @@ def test_secant_and_growth_bound_the_next_look():
 def test_plan_state_round_trips():
     tr = CurveTrainer(saturating(1 / 5000))
     plan = EvalPlan(0.8, EVERY, tr.eval_items, SparseParams.default())
+    tr.plan = plan
     for s in (128, 256, 384):
-        tr.samples = s
-        if plan.wants(s) and not plan.screened_out(tr):
-            plan.evaluated(s, tr.whole())
+        looked(tr, plan, s)
     other = EvalPlan(0.8, EVERY, tr.eval_items, SparseParams.default())
     other.load_state_dict(plan.state_dict())
     assert other.state_dict() == plan.state_dict() and other.stats() == plan.stats()
@@ -147,7 +171,6 @@ def test_bad_schedule_and_target_are_one_line():
         ).validate()
     with pytest.raises(UndercapError, match="target in"):
         EvalPlan(1.5, EVERY, 100, SparseParams.default())
-    assert stages(256, 359) == ()  # the demo's split: no screen fits, looks are whole
 
 
 # --- whole device runs -------------------------------------------------------------------
@@ -167,12 +190,13 @@ def run(data, schedule, **kw):
 
 
 @pytest.fixture()
-def small_screens(monkeypatch):
-    """Screens that fit the 150-item split: 30 items (then 120 > half: one stage)."""
-    monkeypatch.setattr(defaults, "TRAIN_SCREEN_SAMPLES", 30)
+def small_batches(monkeypatch):
+    """Evaluation batches that let a look stop on the 150-item split: 30 items (four
+    checks); the dense run scores them too."""
+    monkeypatch.setattr(defaults, "TRAIN_EVAL_BATCH", 30)
 
 
-def test_device_run_sparse_equals_dense_time_to_accuracy(digits, small_screens):
+def test_device_run_sparse_equals_dense_time_to_accuracy(digits, small_batches):
     dense, sparse = run(digits, "dense"), run(digits, "sparse")
     assert dense.reached and sparse.reached
     assert sparse.samples_to_target == dense.samples_to_target
@@ -188,7 +212,18 @@ def test_device_run_sparse_equals_dense_time_to_accuracy(digits, small_screens):
     assert sparse.eval_time_s < dense.eval_time_s
 
 
-def test_sparse_run_killed_and_resumed_equals_the_uninterrupted(digits, tmp_path, monkeypatch):
+def test_a_split_of_one_batch_is_scored_whole_at_every_look(digits):
+    """At the device's batches of 512 the 150 items are one batch: no check fits, so a
+    look is a whole evaluation and costs what dense's does (never more)."""
+    sparse = run(digits, "sparse")
+    s = sparse.evaluation
+    assert s["screened_items"] == 0 and s["looks"] == s["full_evaluations"]
+    assert s["full_evaluations"] == len(sparse.curve)
+
+
+def test_sparse_run_killed_and_resumed_equals_the_uninterrupted(
+    digits, tmp_path, monkeypatch, small_batches
+):
     """The plan's state (near or far, the next look, its counts) is in the checkpoint:
     a resumed run looks at the same grid points as the uninterrupted one."""
     from undercap.train.loop import Trainer
@@ -221,15 +256,11 @@ def test_a_reader_of_the_curve_gets_whole_evaluations_at_its_minimum_rate():
     want = dense_crossing(CurveTrainer(curve), target, 60_000)
     tr = CurveTrainer(curve)
     plan = EvalPlan(target, EVERY, tr.eval_items, SparseParams.default(), max_gap=gap)
-    plan.on_screen = lambda m, wall, out: plan.record(m, m * 1e-4)
-    fulls = []
+    tr.plan, fulls = plan, []
     for s in range(EVERY, 60_001, EVERY):
-        tr.samples = s
-        if not plan.wants(s) or plan.screened_out(tr):
+        acc = looked(tr, plan, s)
+        if acc is None:
             continue
-        acc = tr.whole()
-        plan.record(tr.eval_items, tr.eval_items * 1e-4)
-        plan.evaluated(s, acc)
         fulls.append(s)
         if acc >= target:
             break

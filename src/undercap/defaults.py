@@ -127,17 +127,12 @@ PRETRAIN_BATCH_SIZE = 64
 # --- device training (`undercap train`) -------------------------------------------------
 TRAIN_MAX_SAMPLES = 100_000
 TRAIN_EVAL_EVERY_SAMPLES = 2_000
-#: "sparse" (train/evalplan.py: far looks and screens, the same time to accuracy) or
+#: "sparse" (train/evalplan.py: far looks, sequential looks; the same time to accuracy) or
 #: "dense" (the whole held-out split at every grid point)
 TRAIN_EVAL_SCHEDULE = "sparse"
-#: a device run's first screen scores this many held-out items (later stages x4, up to
-#: half the split; train/evalplan.py)
-TRAIN_SCREEN_SAMPLES = 256
-#: a device run's screen rules a grid point out when its mean + this many standard errors
-#: is below the threshold: a point at the threshold is missed with probability <= Phi(-3)
-#: = 1.3e-3 (z = 4: 3e-5, and 1.2x an estimate's time on the CIFAR job, replayed on its
-#: dense curves, benchmarks/results/estimate_cost.md)
-TRAIN_SCREEN_Z = 3.0
+#: held-out samples per forward pass of a device run's evaluation; a sparse look checks
+#: its verdict after each (train/evalplan.py): on a GPU a batch is mostly fixed cost
+TRAIN_EVAL_BATCH = 512
 #: checkpoint every this many device seconds of training
 CHECKPOINT_EVERY_S = 60.0
 
@@ -164,13 +159,13 @@ ESTIMATE_EVAL_SCHEDULE = "sparse"
 #: an estimate's sequential look checks its verdict every this many held-out items (its
 #: evaluation batch on a CPU: a check is free there; estimate/evalsched.py)
 ESTIMATE_CHECK_SAMPLES = 128
-#: a look rules out a point whose whole-split metric reaches the threshold with
-#: probability at most this (Bonferroni over its checks): 2 Phi(-3), the two z = 3
-#: screens of the schedule before it
+#: a sequential look (an estimate's or a device run's) rules out a point whose
+#: whole-split metric reaches the threshold with probability at most this (Bonferroni
+#: over its checks): 2 Phi(-3), the two z = 3 screens of the schedule before it
 ESTIMATE_LOOK_ERROR = 2.7e-3
 #: far from the target (an estimate's and a device run's), the next look is this factor
-#: times the samples trained so far
-#: (1.25: a fifth of the run replayed at most; 1.5 looked less often but replayed more)
+#: times the samples trained so far (1.25: a fifth of the run replayed at most; 1.5
+#: looked less often but replayed more)
 ESTIMATE_SPARSE_GROWTH = 1.25
 #: "far": a look shows the accuracy below target - this gap (with the margin)
 ESTIMATE_SPARSE_FAR_GAP = 0.05

@@ -164,9 +164,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--eval-schedule",
         choices=("sparse", "dense"),
         default=None,
-        help="sparse: far from the target look less often and screen a held-out subset "
-        "first (the same time to accuracy, a fraction of the evaluation time); dense: the "
-        "whole split at every --eval-every point "
+        help="sparse: far from the target look less often, and stop a look once the part "
+        "of the held-out split scored rules the target out (the same time to accuracy, a "
+        "fraction of the evaluation time); dense: the whole split at every --eval-every "
+        "point "
         f"(default: the selection's, else {defaults.TRAIN_EVAL_SCHEDULE})",
     )
     r.add_argument("--seed", type=int, default=None, help="default: the selection's, else 0")

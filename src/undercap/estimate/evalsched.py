@@ -7,12 +7,12 @@ N(b) is the first grid point whose accuracy is >= the target. Evaluating costs f
 more than training there (93.7% of a CIFAR estimate's wall time). This schedule
 reports the same grid point while evaluating the whole split at only a few:
 
-* Sequential looks. A grid point's look scores the held-out split in its evaluation
-  batches, in order (a random order: estimate loads the test split in a seeded random
-  order), and after each batch asks whether the rest can change the verdict: the point
-  is ruled out ("below the threshold") once the items scored so far, m of them, have a
-  mean plus `z` standard errors below it, or once even all the rest scored right could
-  not lift it there. The standard error is that of a mean of m draws without
+* Sequential looks (train/evalplan.Check, which device runs share). A grid point's
+  look scores the held-out split in its evaluation batches, in order (a random order:
+  estimate loads the test split in a seeded random order), and after each batch asks
+  whether the rest can change the verdict: the point is ruled out ("below the
+  threshold") once the items scored so far, m of them, have a mean plus `z` standard
+  errors below it, or once even all the rest scored right could not lift it there. The standard error is that of a mean of m draws without
   replacement from the N held-out items, sqrt(v / m) * sqrt((N - m) / (N - 1)) (the
   finite population correction: Cochran, Sampling Techniques, 3rd ed. 1977, Sec. 2.5),
   with v = max(p(1 - p)) over p >= threshold, the largest variance of a [0, 1] metric
@@ -49,9 +49,26 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from undercap.train.evalplan import SCHEDULES, SparseParams, margin, next_look
+from undercap.train.evalplan import (
+    LAST_CHECK,
+    SCHEDULES,
+    Check,
+    SparseParams,
+    check_count,
+    check_z,
+    next_look,
+)
 
-__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "Check", "check_count", "run_sparse"]
+__all__ = [
+    "LAST_CHECK",
+    "SCHEDULES",
+    "Check",
+    "SparseParams",
+    "SparseStats",
+    "check_count",
+    "check_z",
+    "run_sparse",
+]
 
 
 @dataclass(frozen=True)
@@ -63,62 +80,6 @@ class SparseStats:
     screened_items: int  # held-out items scored by looks that stopped before the end
     full_evals: int  # whole-split evaluations (the curve's points)
     replayed_samples: int  # samples trained twice after restoring a checkpoint
-
-
-#: a look checks up to this share of the split, then finishes it: the last tenth would
-#: save little (replayed on the CIFAR job's recorded verdicts: the same cost) and a
-#: finished look is a point on the curve
-LAST_CHECK = 0.9
-
-
-def check_count(items: int, every: int) -> int:
-    """How many checks a look at `items` held-out items makes, one every `every` up to
-    LAST_CHECK of them."""
-    return int(LAST_CHECK * items) // every
-
-
-def check_z(items: int, every: int, look_error: float) -> float:
-    """The z of each of a look's checks (check_count of them): Bonferroni over them
-    keeps a look's error at `look_error`."""
-    return _upper_quantile(look_error / max(1, check_count(items, every)))
-
-
-def _upper_quantile(p: float) -> float:
-    """z with Phi(-z) = p, by bisection on erfc (statistics.NormalDist needs Python
-    3.8; this module is importable on a board's 3.6)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if 0.5 * math.erfc(mid / math.sqrt(2.0)) > p else (lo, mid)
-    return (lo + hi) / 2
-
-
-class Check:
-    """A look's stopping rule (the `stop` of Trainer.sequential): after each batch that
-    reaches the next multiple of `every` items, whether the scored prefix shows the
-    whole-split metric below `threshold`. Keeps the prefix it last checked."""
-
-    def __init__(self, threshold: float, items: int, every: int, z: float) -> None:
-        self.threshold, self.items, self.every, self.z = threshold, items, every, z
-        self._next = every
-        self.mean: Optional[float] = None
-        self.m = 0
-
-    def __call__(self, mean: float, m: int) -> bool:
-        if m < self._next or m > LAST_CHECK * self.items:
-            return False
-        self._next = (m // self.every + 1) * self.every
-        self.mean, self.m = mean, m
-        return self.below(self.threshold)
-
-    def below(self, threshold: float) -> bool:
-        """Whether the last checked prefix rules the whole split out below `threshold`:
-        the margin, or the rest unable to lift it there even if all scored 1."""
-        if self.mean is None:
-            return False
-        n, m = self.items, self.m
-        high = (self.mean * m + (n - m)) / n
-        return self.mean + margin(threshold, m, n, self.z) < threshold or high < threshold
 
 
 @dataclass
@@ -148,7 +109,7 @@ def _look(tr: Any, threshold: float, params: SparseParams, tally: _Tally, force:
     tally.looks += 1
     # a check can only come at the end of an evaluation batch (512 on a GPU)
     n, every = tr.eval_items, max(params.screen_samples, tr.cfg.eval_batch_size)
-    check = Check(threshold, n, every, check_z(n, every, params.look_error))
+    check = Check.of(threshold, n, every, params.look_error)
     if force:
         point = tr.evaluate()
     else:

@@ -250,9 +250,7 @@ def _eval_record(
         }
     if stats is None or sparse is None:
         return {"schedule": "dense"}
-    knobs = dataclasses.asdict(sparse)
-    del knobs["z"]  # the device plan's screens': a look's z follows from look_error
-    return {"schedule": "sparse", **knobs, **dataclasses.asdict(stats)}
+    return {"schedule": "sparse", **dataclasses.asdict(sparse), **dataclasses.asdict(stats)}
 
 
 def _hooks(bar: Any, patience: Optional[int]) -> Tuple[Any, Any]:

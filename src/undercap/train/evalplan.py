@@ -1,4 +1,5 @@
-"""Which grid points of a device run are evaluated, and on how much of the split.
+"""Which grid points of a device run are evaluated, and how much of the split a look
+scores; the sequential look both it and an estimate (estimate/evalsched.py) use.
 
 Evaluation on a board costs real seconds and joules (runner.py pauses the training's
 accounting for it and reports it beside: `eval_time_s`). Dense evaluation scores the
@@ -13,17 +14,15 @@ reports the same grid point while evaluating far less:
   steps, so the secant over-predicts the gain ahead and the look comes early, not
   late; `growth` bounds the jump where the curve is still convex. Once a look is not
   far, every grid point gets one (the dense grid), to the end.
-* Screens. A look first scores a seeded random subset of the split, growing through
-  `stages`; it rules the grid point out when the subset's mean plus `z` standard
-  errors is below the target (`margin`: Bhatia-Davis variance bound, finite
-  population correction). Only a look no screen rules out scores the whole split,
-  and only the whole split's value goes on the curve and decides the target. A split
-  too small for a screen (at most half of it) is scored whole at every look, and so
-  is a split where a screen costs more than `SCREEN_MAX_COST` of a whole pass: small
-  models on small splits are all fixed cost per pass (the H200 measured a 602-item
-  screen at 42% of a 2,500-item evaluation; the simulated Nano models the same
-  launches and host overhead), so each stage's cost is learned from the seconds the
-  run is charged for it (`record`) and a stage that saves too little is dropped.
+* Sequential looks. A look scores the held-out split in its evaluation batches, in
+  a seeded random order (the split is reordered once, so every look and every whole
+  evaluation reads it the same way), and after each batch asks `Check` whether the
+  items scored so far rule the target out; a look no check stops is the whole
+  evaluation, and only whole evaluations go on the curve and decide the target. A
+  check comes only at the end of a batch, so a look never costs more than the whole
+  evaluation it may become: on a small split (one batch: the demo's 359 digits, the
+  matrix's 300-500 items at the device's batches of 512) every look is whole, as
+  dense's; on a large one a far look stops after its first batch or two.
 
 Unlike an estimate (CPU, bit-for-bit repeatable), a device run cannot go back to a
 grid point it skipped: the one assumption is that between a far look and the next,
@@ -44,45 +43,34 @@ if TYPE_CHECKING:
     from undercap.train.spec import TrainSpec
 
 SCHEDULES = ("dense", "sparse")
-#: a screen stage is kept while it costs at most this share of a whole evaluation
-SCREEN_MAX_COST = 0.5
+#: a look checks up to this share of the split, then finishes it: the last tenth would
+#: save little (replayed on the CIFAR estimate's recorded verdicts: the same cost) and a
+#: finished look is a point on the curve
+LAST_CHECK = 0.9
 
 
 @dataclass(frozen=True)
 class SparseParams:
-    """The knobs of a sparse schedule (defaults.TRAIN_SCREEN_*, ESTIMATE_SPARSE_*; an
-    estimate replaces screen_samples by its checks' spacing)."""
+    """The knobs of a sparse schedule (defaults.ESTIMATE_CHECK_SAMPLES, _LOOK_ERROR,
+    _SPARSE_*)."""
 
-    screen_samples: int  # first screen's subset size; later stages x4
-    z: float  # standard errors of margin before a screen rules a point out
+    screen_samples: int  # a look checks every this many held-out items (at batch ends)
     growth: float  # far jumps: next look at this factor times the samples so far
     far_gap: float  # far: clearly below target - far_gap
     jumps: bool  # far jumps (an estimate replays the skipped points; a device cannot)
-    #: an estimate's sequential look (estimate/evalsched.py): the chance it rules out a
-    #: point whose whole-split metric reaches the threshold, at most (screen_samples is
-    #: then how often it checks, in held-out items)
+    #: the chance a look rules out a point whose whole-split metric reaches the
+    #: threshold, at most
     look_error: float = defaults.ESTIMATE_LOOK_ERROR
 
     @classmethod
     def default(cls, jumps: bool = True, screen_samples: Optional[int] = None) -> "SparseParams":
-        """The defaults (screen_samples None: defaults.TRAIN_SCREEN_SAMPLES)."""
+        """The defaults (screen_samples None: defaults.ESTIMATE_CHECK_SAMPLES)."""
         return cls(
-            screen_samples or defaults.TRAIN_SCREEN_SAMPLES,
-            defaults.TRAIN_SCREEN_Z,
+            screen_samples or defaults.ESTIMATE_CHECK_SAMPLES,
             defaults.ESTIMATE_SPARSE_GROWTH,
             defaults.ESTIMATE_SPARSE_FAR_GAP,
             jumps,
         )
-
-
-def stages(first: int, population: int) -> Tuple[int, ...]:
-    """Screen subset sizes: `first`, then x4, each at most half the split (a larger
-    screen saves too little over the whole split to be worth its cost)."""
-    out, m = [], max(1, int(first))
-    while m <= population // 2:
-        out.append(m)
-        m *= 4
-    return tuple(out)
 
 
 def margin(threshold: float, m: int, population: int, z: float) -> float:
@@ -93,6 +81,66 @@ def margin(threshold: float, m: int, population: int, z: float) -> float:
     p = min(max(threshold, 0.5), 1.0)
     fpc = (population - m) / max(population - 1, 1)
     return z * math.sqrt(p * (1.0 - p) / m * max(fpc, 0.0))
+
+
+def check_count(items: int, every: int) -> int:
+    """How many checks a look at `items` held-out items makes, one every `every` up to
+    LAST_CHECK of them."""
+    return int(LAST_CHECK * items) // every
+
+
+def check_z(items: int, every: int, look_error: float) -> float:
+    """The z of each of a look's checks (check_count of them): Bonferroni over them
+    keeps a look's error at `look_error`."""
+    return _upper_quantile(look_error / max(1, check_count(items, every)))
+
+
+def _upper_quantile(p: float) -> float:
+    """z with Phi(-z) = p, by bisection on erfc (statistics.NormalDist needs Python
+    3.8; this module runs on a board's 3.6)."""
+    lo, hi = -10.0, 10.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 0.5 * math.erfc(mid / math.sqrt(2.0)) > p else (lo, mid)
+    return (lo + hi) / 2
+
+
+class Check:
+    """A look's stopping rule (the `stop` of Trainer.sequential): after each batch that
+    reaches the next multiple of `every` items, whether the scored prefix shows the
+    whole-split metric below `threshold`. Keeps the prefix it last checked."""
+
+    def __init__(self, threshold: float, items: int, every: int, z: float) -> None:
+        self.threshold, self.items, self.every, self.z = threshold, items, every, z
+        self._next = every
+        self.mean: Optional[float] = None
+        self.m = 0
+
+    @classmethod
+    def of(cls, threshold: float, items: int, every: int, look_error: float) -> "Check":
+        """The check of a look at `items` every `every` with error `look_error`."""
+        return cls(threshold, items, every, check_z(items, every, look_error))
+
+    def __call__(self, mean: float, m: int) -> bool:
+        if m < self._next or m > LAST_CHECK * self.items:
+            return False
+        self._next = (m // self.every + 1) * self.every
+        self.mean, self.m = mean, m
+        return self.below(self.threshold)
+
+    def upper(self, threshold: float) -> float:
+        """An upper bound on the whole split's metric from the last checked prefix, as
+        tight as a metric that reaches `threshold` allows: the margin, or the rest all
+        scored 1 (1.0 before any check)."""
+        if self.mean is None:
+            return 1.0
+        n, m = self.items, self.m
+        high = (self.mean * m + (n - m)) / n
+        return min(self.mean + margin(threshold, m, n, self.z), high)
+
+    def below(self, threshold: float) -> bool:
+        """Whether the last checked prefix rules the whole split out below `threshold`."""
+        return self.upper(threshold) < threshold
 
 
 def next_look(samples: int, every: int, growth: float) -> int:
@@ -115,14 +163,14 @@ def secant_look(
     return int(math.ceil(want / every)) * every
 
 
-#: what a screen reports to its caller: (items scored, host seconds, ruled out)
-ScreenHook = Callable[[int, float, bool], None]
+#: what a look that stopped early reports to its caller: (items scored, host seconds)
+ScreenHook = Callable[[int, float], None]
 
 
 class EvalPlan:
     """The sparse plan of one device run (module docstring). `wants` is pure (the
-    runner's step hook and the loop both ask it); `screened_out` and `evaluated`
-    move it on; `state_dict` goes into the run's checkpoints."""
+    runner's step hook and the loop both ask it); `look` and `evaluated` move it on;
+    `state_dict` goes into the run's checkpoints."""
 
     def __init__(
         self,
@@ -136,9 +184,8 @@ class EvalPlan:
         if not 0.0 < target <= 1.0:
             raise UndercapError(f"a sparse evaluation plan needs a target in (0, 1], not {target}")
         self.target, self.every, self.params = target, int(every), params
-        self.sizes = stages(params.screen_samples, eval_items)
         gen = torch.Generator().manual_seed(int(seed))
-        self.order = torch.randperm(int(eval_items), generator=gen)  # the screens' subsets
+        self.order = torch.randperm(int(eval_items), generator=gen)  # the looks' order
         self.near = not params.jumps
         self.look_at = 0
         # whole evaluations at most this many samples apart (a reader of the curve
@@ -146,7 +193,6 @@ class EvalPlan:
         self.max_gap, self.last_full = max_gap, 0
         self.prev: Optional[Tuple[int, float]] = None  # the last far look (samples, mean)
         self.looks = self.full = self.screened = 0
-        self.cost_s: Dict[int, float] = {}  # items scored -> device seconds charged
         self.on_screen: Optional[ScreenHook] = None
 
     def wants(self, samples: int) -> bool:
@@ -156,39 +202,26 @@ class EvalPlan:
     def _gap_due(self, samples: int) -> bool:
         return self.max_gap is not None and samples - self.last_full >= self.max_gap
 
-    def screened_out(self, trainer: Any, force: bool = False) -> bool:
-        """Screen the due grid point (not when `force`d): True if the screens rule it
-        out (no whole evaluation); they also decide whether the run is still far."""
+    def look(self, trainer: Any, force: bool = False) -> None:
+        """The due grid point's look (whole when `force`d or a reader's gap is due): a
+        whole evaluation reaches `evaluated` through the trainer; one that stops early
+        decides here whether the run is still far, and reports to `on_screen`."""
         self.looks += 1
         if force or self._gap_due(trainer.samples):
-            return False
-        n, far_line = trainer.eval_items, self.target - self.params.far_gap
-        for m in self.worth_it(n):
-            t0 = time.perf_counter()
-            acc = trainer.screen(m, self.order[:m])
-            self.screened += m
-            out = acc + margin(self.target, m, n, self.params.z) < self.target
-            upper = acc + margin(far_line, m, n, self.params.z)
-            if out:
-                self._moved(trainer.samples, acc, upper)
-            if self.on_screen is not None:
-                self.on_screen(m, time.perf_counter() - t0, out)
-            if out:
-                return True
-        return False
-
-    def record(self, items: int, seconds: float) -> None:
-        """What scoring `items` held-out items was charged (the last one counts)."""
-        self.cost_s[int(items)] = float(seconds)
-
-    def worth_it(self, n: int) -> Tuple[int, ...]:
-        """The screen stages worth their cost: none before a whole pass is measured (the
-        first look is scored whole), then each until its own cost is known too."""
-        whole = self.cost_s.get(n)
-        if whole is None:
-            return ()
-        cheap = [m for m in self.sizes if self.cost_s.get(m, 0.0) <= SCREEN_MAX_COST * whole]
-        return tuple(cheap)
+            trainer.evaluate()
+            return
+        n = trainer.eval_items
+        every = max(self.params.screen_samples, trainer.cfg.eval_batch_size)
+        check = Check.of(self.target, n, every, self.params.look_error)
+        t0 = time.perf_counter()
+        point, done = trainer.sequential(check)
+        if point is not None:
+            return
+        self.screened += done.items
+        line = self.target - self.params.far_gap
+        self._moved(trainer.samples, float(check.mean or 0.0), check.upper(line))
+        if self.on_screen is not None:
+            self.on_screen(done.items, time.perf_counter() - t0)
 
     def evaluated(self, samples: int, accuracy: float) -> None:
         """A whole evaluation at `samples` (exact: its own upper bound)."""
@@ -224,15 +257,15 @@ class EvalPlan:
             "prev": self.prev,
             "last_full": self.last_full,
             "counts": [self.looks, self.full, self.screened],
-            "cost_s": [[m, c] for m, c in sorted(self.cost_s.items())],
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """A checkpoint's plan (one written with the subset screens before the
+        sequential looks loads too: its learned screen costs are not needed)."""
         self.near, self.look_at = bool(state["near"]), int(state["look_at"])
         self.prev = None if state["prev"] is None else (int(state["prev"][0]), state["prev"][1])
         self.looks, self.full, self.screened = (int(c) for c in state["counts"])
         self.last_full = int(state.get("last_full", 0))
-        self.cost_s = {int(m): float(c) for m, c in state.get("cost_s", [])}
 
 
 def plan_for(spec: "TrainSpec", eval_items: int) -> Optional[EvalPlan]:
@@ -242,7 +275,8 @@ def plan_for(spec: "TrainSpec", eval_items: int) -> Optional[EvalPlan]:
     measured with."""
     if spec.eval_schedule == "dense" or spec.target_accuracy is None:
         return None
-    params = SparseParams.default(jumps=True)
+    # a check after every evaluation batch (the device's batches are its finest checks)
+    params = SparseParams.default(jumps=True, screen_samples=defaults.TRAIN_EVAL_BATCH)
     gap = defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES if spec.online else None
     return EvalPlan(
         spec.target_accuracy,

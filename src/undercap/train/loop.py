@@ -287,11 +287,10 @@ class Trainer:
         """Held-out items a whole evaluation scores."""
         return int(self._y_eval.shape[0])
 
-    def screen(self, n_items: int, index: Optional[torch.Tensor] = None) -> float:
-        """The metric on `n_items` held-out items only (the first ones, or those at
-        `index`), charged to eval_wall_s and kept off the curve: a device plan's screen
-        (evalplan.py)."""
-        return self._score(slice(0, n_items) if index is None else index).metric
+    def reorder_eval(self, order: torch.Tensor) -> None:
+        """Score the held-out split in `order` from now on (a sparse plan's sequential
+        looks read it in a random order; a whole evaluation's metric is the same)."""
+        self._x_eval, self._y_eval = self._x_eval[order], self._y_eval[order]
 
     @property
     def done(self) -> bool:
@@ -311,11 +310,12 @@ class Trainer:
         return crossed or self.samples >= self.cfg.max_samples
 
     def look(self) -> None:
-        """A due grid point: the whole split, unless the plan's screens rule it out
-        (the end of the budget is always scored whole)."""
-        at_end = self.samples >= self.cfg.max_samples
-        if self.plan is None or not self.plan.screened_out(self, force=at_end):
+        """A due grid point: the whole split, or the plan's sequential look (the end of
+        the budget is always scored whole)."""
+        if self.plan is None:
             self.evaluate()
+        else:
+            self.plan.look(self, force=self.samples >= self.cfg.max_samples)
 
     def run(self) -> LoopResult:
         """Train until the target or the budget, evaluating where `eval_due` says."""

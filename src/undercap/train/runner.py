@@ -114,9 +114,7 @@ class _Hooks:
 
     def on_eval(self, trainer: "Trainer", point: "EvalPoint") -> None:
         wall = time.perf_counter() - self._eval_t0
-        spent = self.session.add_eval(trainer.eval_items, trainer.cfg.eval_batch_size, wall)
-        if trainer.plan is not None:  # before the checkpoint below, which holds the plan
-            trainer.plan.record(trainer.eval_items, spent)
+        self.session.add_eval(trainer.eval_items, trainer.cfg.eval_batch_size, wall)
         self._show(f"{point.accuracy:.3f}")
         if self.eval_log is not None:
             self.eval_log.write(eval_row(self.session, point.accuracy, {"loss": point.loss}))
@@ -125,14 +123,11 @@ class _Hooks:
             self.save(trainer)
         self.session.resume()
 
-    def on_screen(self, trainer: "Trainer", items: int, wall_s: float, ruled_out: bool) -> None:
-        """A screen of `items` held-out items (evalplan.py), charged as evaluation; one
-        that ruled its grid point out ends the pause here (no whole evaluation follows)."""
-        spent = self.session.add_eval(items, trainer.cfg.eval_batch_size, wall_s)
-        trainer.plan.record(items, spent)
-        self._eval_t0 = time.perf_counter()  # a whole evaluation after it counts from here
-        if not ruled_out:
-            return
+    def on_screen(self, trainer: "Trainer", items: int, wall_s: float) -> None:
+        """A sequential look (evalplan.py) that stopped after `items` held-out items,
+        ruling its grid point out: charged as evaluation, and the pause ends here (no
+        whole evaluation follows)."""
+        self.session.add_eval(items, trainer.cfg.eval_batch_size, wall_s)
         self._show("<target")
         if self._checkpoint_due(trainer):
             self.save(trainer)
@@ -326,7 +321,7 @@ def _run(
         session.on_switch = lambda b: hooks.switch(trainer, b)
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
         if trainer.plan is not None:
-            trainer.plan.on_screen = lambda m, wall, out: hooks.on_screen(trainer, m, wall, out)
+            trainer.plan.on_screen = lambda m, wall: hooks.on_screen(trainer, m, wall)
         loop_result = _loop(trainer, hooks, options.checkpoint_dir)
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
     acc = session.snapshot()

@@ -71,6 +71,8 @@ class RunSetup:
         on_device = _to_torch_device(data, tdev)
         trainer = Trainer(model, on_device, cfg, tdev)
         trainer.plan = plan_for(spec, trainer.eval_items)
+        if trainer.plan is not None:
+            trainer.reorder_eval(trainer.plan.order)
         return cls(
             spec=spec,
             data=on_device,

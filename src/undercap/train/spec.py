@@ -70,9 +70,10 @@ class TrainSpec(UserCode, _Run):
         max_samples: Sample budget: training stops here if the target is not reached.
         eval_every_samples: Evaluate every this many training samples.
         eval_max_samples: Evaluate on at most this many test samples; None: all.
-        eval_schedule: `"sparse"`: far from the target, look less often and screen a
-            subset of the split first (the same time to accuracy, fewer evaluations);
-            `"dense"`: the whole split at every `eval_every_samples`.
+        eval_schedule: `"sparse"`: far from the target, look less often, and stop a
+            look once the part of the split scored rules the target out (the same
+            time to accuracy, less evaluation); `"dense"`: the whole split at every
+            `eval_every_samples`.
         base_lr: Learning rate at `max_batch_size`; None: the model's.
         max_batch_size: The b_max the learning rate is scaled from by sqrt(b / b_max)
             (the estimate's largest batch); None: `batch_size`.
@@ -207,6 +208,7 @@ class TrainSpec(UserCode, _Run):
             metric=self.metric,
             recipe=self.recipe(),
             deterministic=self.deterministic,
+            eval_batch_size=defaults.TRAIN_EVAL_BATCH,
         )
 
     def recipe(self) -> Recipe:
