@@ -4,7 +4,8 @@ Every job trains one configuration on the simulated Jetson Nano (training real, 
 CPU, one torch thread; the device's time is its model's), once with
 `eval_schedule="dense"` (the whole held-out split at every grid point) and once with
 "sparse" (train/evalplan.py, the default), and reports for each: the evaluation's
-device time as a share of the training's, whole evaluations and screened items, and
+device time as a share of the training's, whole evaluations and screened items (items
+scored by sequential looks that stopped early), and
 the time to accuracy (sparse must report dense's grid point and time).
 
 Jobs:

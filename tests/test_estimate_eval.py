@@ -359,18 +359,21 @@ def test_channels_last_evaluation_scores_what_the_stored_layout_does() -> None:
     scores = []
     for channels_last in (False, True):
         model, _ = initial_model("small-cnn", splits, init_seed=0, pretrained=None)
-        cfg = LoopConfig(batch_size=16, lr=1e-3, eval_channels_last=channels_last)
+        cfg = LoopConfig(
+            batch_size=16, lr=1e-3, eval_channels_last=channels_last, eval_batch_size=50
+        )
         tr = Trainer(model, splits, cfg, "cpu")
         for _ in range(5):
             tr.step()
         assert tr._x_eval.is_contiguous() != channels_last  # 3 channels: the layouts differ
         assert all(p.is_contiguous() for p in tr.model.parameters())
-        scores.append((tr.evaluate().accuracy, tr.screen(50)))
+        _, first = tr.sequential(lambda mean, m: True)  # a look stopped after 50 items
+        scores.append((tr.evaluate().accuracy, first.metric, first.items))
     assert scores[0] == scores[1]
 
 
 def test_sparse_runs_that_never_near_the_target_end_in_the_one_line_error(tmp_path: Path) -> None:
-    """Screens rule out every grid point of a hopeless run: its one whole evaluation is
+    """Looks rule out every grid point of a hopeless run: its one whole evaluation is
     the last step's, past a budget the batch size does not divide (32 x 7 = 224 > 200)."""
     cfg = _cfg("sparse", batch_sizes=(32,), seeds=(0,), target_accuracy=0.999, max_samples=200)
     with pytest.raises(UndercapError, match=r"no batch size reached .* b=32 0\.\d+"):
