@@ -12,7 +12,7 @@ The seconds per training sample are the dense runs' own.
 Then, for each run, a floor no schedule of looks reaches: it trains to dense's N(b)
 once (no replay), skips every grid point more than `far_gap` below the target for free
 (an oracle knows where to look), pays at every other grid point before N(b) the fewest
-images a sequential look (estimate/evalsched.Check, with the estimate's checks and z)
+images a sequential look (train/evalplan.Check, with the estimate's checks and z)
 needs to rule it out, the whole split where none can, and the whole split at N(b).
 Printed: each run's floor, and in total the floor's wall time and evaluation share
 beside the whole-split-only floor (no checks at all).
@@ -91,7 +91,7 @@ def record(data_dir: Path) -> tuple[dict[int, list[tuple[float, Any]]], dict[str
 def floor(runs: dict[int, list[tuple[float, Any]]], costs: dict[str, Any]) -> list[dict[str, Any]]:
     """Each run's floor (module docstring): images a look needs at each grid point."""
     from undercap import defaults
-    from undercap.estimate.evalsched import Check, check_z
+    from undercap.train.evalplan import Check, check_z
 
     target = costs["target"]
     gap, check_every = defaults.ESTIMATE_SPARSE_FAR_GAP, defaults.ESTIMATE_CHECK_SAMPLES

@@ -18,8 +18,8 @@ from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 from undercap.estimate import EstimateConfig, estimate
 from undercap.estimate.config import fingerprint
-from undercap.estimate.evalsched import Check, SparseParams, check_z, run_sparse
-from undercap.train.evalplan import margin, next_look
+from undercap.estimate.evalsched import SparseParams, run_sparse
+from undercap.train.evalplan import Check, check_z, margin, next_look
 
 # digits: 1438 train / 359 test; a look checks every 80 items (4 checks)
 DATA = DataSpec("digits", limit=1500)

@@ -49,26 +49,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from undercap.train.evalplan import (
-    LAST_CHECK,
-    SCHEDULES,
-    Check,
-    SparseParams,
-    check_count,
-    check_z,
-    next_look,
-)
+from undercap.train.evalplan import SCHEDULES, Check, SparseParams, next_look
 
-__all__ = [
-    "LAST_CHECK",
-    "SCHEDULES",
-    "Check",
-    "SparseParams",
-    "SparseStats",
-    "check_count",
-    "check_z",
-    "run_sparse",
-]
+__all__ = ["SCHEDULES", "SparseParams", "SparseStats", "run_sparse"]
 
 
 @dataclass(frozen=True)
@@ -107,9 +90,7 @@ def _look(tr: Any, threshold: float, params: SparseParams, tally: _Tally, force:
     """One grid point's sequential look against `threshold` (the whole split when
     `force`d: the end of the budget). (its curve point or None, its Check)."""
     tally.looks += 1
-    # a check can only come at the end of an evaluation batch (512 on a GPU)
-    n, every = tr.eval_items, max(params.screen_samples, tr.cfg.eval_batch_size)
-    check = Check.of(threshold, n, every, params.look_error)
+    check = Check.for_look(threshold, tr, params)
     if force:
         point = tr.evaluate()
     else:

@@ -20,14 +20,9 @@ from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
-from undercap.estimate.evalsched import (
-    LAST_CHECK,
-    SparseParams,
-    SparseStats,
-    check_count,
-    run_sparse,
-)
+from undercap.estimate.evalsched import SparseParams, SparseStats, run_sparse
 from undercap.models.recipe import Recipe
+from undercap.train.evalplan import LAST_CHECK, check_count
 
 RUN_SCHEMA = "undercap.efficiency-run/1"
 RUN_KIND = "estimate-run"

@@ -30,7 +30,6 @@ the accuracy does not climb from below the far line to the target.
 """
 
 import math
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
@@ -117,9 +116,12 @@ class Check:
         self.m = 0
 
     @classmethod
-    def of(cls, threshold: float, items: int, every: int, look_error: float) -> "Check":
-        """The check of a look at `items` every `every` with error `look_error`."""
-        return cls(threshold, items, every, check_z(items, every, look_error))
+    def for_look(cls, threshold: float, trainer: Any, params: SparseParams) -> "Check":
+        """The check of a look by `trainer` (an estimate's or a device run's): every
+        params.screen_samples held-out items, or every evaluation batch where that is
+        larger (a check can only come at the end of one: 512 on a GPU)."""
+        n, every = trainer.eval_items, max(params.screen_samples, trainer.cfg.eval_batch_size)
+        return cls(threshold, n, every, check_z(n, every, params.look_error))
 
     def __call__(self, mean: float, m: int) -> bool:
         if m < self._next or m > LAST_CHECK * self.items:
@@ -163,8 +165,8 @@ def secant_look(
     return int(math.ceil(want / every)) * every
 
 
-#: what a look that stopped early reports to its caller: (items scored, host seconds)
-ScreenHook = Callable[[int, float], None]
+#: what a look that stopped early reports to its caller: the items it scored
+ScreenHook = Callable[[int], None]
 
 
 class EvalPlan:
@@ -210,10 +212,7 @@ class EvalPlan:
         if force or self._gap_due(trainer.samples):
             trainer.evaluate()
             return
-        n = trainer.eval_items
-        every = max(self.params.screen_samples, trainer.cfg.eval_batch_size)
-        check = Check.of(self.target, n, every, self.params.look_error)
-        t0 = time.perf_counter()
+        check = Check.for_look(self.target, trainer, self.params)
         point, done = trainer.sequential(check)
         if point is not None:
             return
@@ -221,7 +220,7 @@ class EvalPlan:
         line = self.target - self.params.far_gap
         self._moved(trainer.samples, float(check.mean or 0.0), check.upper(line))
         if self.on_screen is not None:
-            self.on_screen(done.items, time.perf_counter() - t0)
+            self.on_screen(done.items)
 
     def evaluated(self, samples: int, accuracy: float) -> None:
         """A whole evaluation at `samples` (exact: its own upper bound)."""

@@ -123,11 +123,12 @@ class _Hooks:
             self.save(trainer)
         self.session.resume()
 
-    def on_screen(self, trainer: "Trainer", items: int, wall_s: float) -> None:
+    def on_screen(self, trainer: "Trainer", items: int) -> None:
         """A sequential look (evalplan.py) that stopped after `items` held-out items,
         ruling its grid point out: charged as evaluation, and the pause ends here (no
         whole evaluation follows)."""
-        self.session.add_eval(items, trainer.cfg.eval_batch_size, wall_s)
+        wall = time.perf_counter() - self._eval_t0
+        self.session.add_eval(items, trainer.cfg.eval_batch_size, wall)
         self._show("<target")
         if self._checkpoint_due(trainer):
             self.save(trainer)
@@ -321,7 +322,7 @@ def _run(
         session.on_switch = lambda b: hooks.switch(trainer, b)
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
         if trainer.plan is not None:
-            trainer.plan.on_screen = lambda m, wall: hooks.on_screen(trainer, m, wall)
+            trainer.plan.on_screen = lambda m: hooks.on_screen(trainer, m)
         loop_result = _loop(trainer, hooks, options.checkpoint_dir)
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
     acc = session.snapshot()
