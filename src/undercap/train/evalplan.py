@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 import torch
 
 from undercap import defaults
+from undercap._compat import normal_inv_cdf
 from undercap.errors import UndercapError
 
 if TYPE_CHECKING:
@@ -91,17 +92,7 @@ def check_count(items: int, every: int) -> int:
 def check_z(items: int, every: int, look_error: float) -> float:
     """The z of each of a look's checks (check_count of them): Bonferroni over them
     keeps a look's error at `look_error`."""
-    return _upper_quantile(look_error / max(1, check_count(items, every)))
-
-
-def _upper_quantile(p: float) -> float:
-    """z with Phi(-z) = p, by bisection on erfc (statistics.NormalDist needs Python
-    3.8; this module runs on a board's 3.6)."""
-    lo, hi = -10.0, 10.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if 0.5 * math.erfc(mid / math.sqrt(2.0)) > p else (lo, mid)
-    return (lo + hi) / 2
+    return normal_inv_cdf(1.0 - look_error / max(1, check_count(items, every)))
 
 
 class Check:
