@@ -1,9 +1,9 @@
 #!/bin/bash
 # Dense vs sparse evaluation of an estimate on one CUDA GPU, read-only (nothing on the
-# GPU is changed), alternating dense / sparse twice, then one device `train` that
-# reports its evaluation time. ResNet-18 on a CIFAR-10 quarter, b = 32..512, seed 0,
-# target 0.6, --jobs 5 on the one GPU: the job measured on an H200
-# (benchmarks/results/estimate_cost_h200.md). Runs from the source tree, no install:
+# GPU is changed), alternating dense / sparse twice, then one device `train` per
+# schedule (dense, sparse) that reports its evaluation time. ResNet-18 on a CIFAR-10
+# quarter, b = 32..512, seed 0, target 0.6, --jobs 5 on the one GPU: the job measured
+# on an H200 (benchmarks/results/estimate_cost_h200/). Runs from the source tree, no install:
 #
 #   DATA_DIR=path/with/cifar10-quarter-a.npz OUT=out-dir bash benchmarks/estimate_cost_gpu.sh
 #
@@ -37,11 +37,13 @@ for i in 1 2; do
   done
 done
 if [ "${TRAIN:-1}" = 1 ]; then
-  log "train read-only b=128"
-  timeout 60 $U train --device $D --read-only --model $M --dataset npz:cifar10-quarter-a.npz \
-    --data-dir "$DATA" $L --batch-size 128 --power-limit 450 --target-accuracy $TGT \
-    --torch-device $T --no-progress -o "$O/train128" > "$O/train.log" 2>&1
-  echo "train rc=$?"; tail -6 "$O/train.log"
+  for s in dense sparse; do
+    log "train read-only b=128, $s"
+    timeout 90 $U train --device $D --read-only --model $M --dataset npz:cifar10-quarter-a.npz \
+      --data-dir "$DATA" $L --batch-size 128 --power-limit 450 --target-accuracy $TGT \
+      --torch-device $T --eval-schedule $s --no-progress -o "$O/train128-$s" > "$O/train-$s.log" 2>&1
+    echo "train $s rc=$?"; tail -6 "$O/train-$s.log"
+  done
 fi
 log done
 python3 benchmarks/estimate_cost_gpu_summary.py "$O" > "$OUT/summary.md" 2>&1; cat "$OUT/summary.md"
