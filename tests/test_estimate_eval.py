@@ -101,6 +101,26 @@ def test_a_split_too_small_for_checks_runs_dense_exactly(tmp_path: Path) -> None
         assert r["curve"] == by_b[r["batch_size"]]["curve"]
 
 
+def test_far_looks_without_replay_on_real_runs(tmp_path: Path, monkeypatch: Any) -> None:
+    """A GPU's schedule (far looks, no replay), run on the CPU where dense is exactly
+    repeatable: the same N(b), nothing trained twice, fewer looks than grid points."""
+    cuda_params = EstimateConfig.sparse_params
+
+    def as_on_cuda(self: EstimateConfig, torch_device: str) -> SparseParams:
+        return cuda_params(self, "cuda")
+
+    cfg = dict(seeds=(0,), batch_sizes=(8, 32), target_accuracy=0.9, eval_every_samples=32)
+    dense = _run(_cfg("dense", **cfg), tmp_path / "d")
+    monkeypatch.setattr(EstimateConfig, "sparse_params", as_on_cuda)
+    sparse = _run(_cfg("sparse", **cfg), tmp_path / "s")
+    assert sparse.samples_to_target == dense.samples_to_target
+    grid = {r["batch_size"]: len(r["curve"]) for r in _records(tmp_path / "d").values()}
+    for r in _records(tmp_path / "s").values():
+        e = r["eval"]
+        assert e["replay"] is False and e["replayed_samples"] == 0
+        assert e["looks"] < grid[r["batch_size"]]
+
+
 @pytest.mark.parametrize(
     "items, device, chosen, spacing",
     [
@@ -242,6 +262,7 @@ class _Scripted:
         self.samples, self.curve, self.samples_to_target = 0, [], None
         self.train_wall_s = self.eval_wall_s = 0.0
         self.eval_items, self.stop, self.trained = 4_000, False, 0
+        self.plan: Any = None  # as Trainer.plan: a device run's plan decides the looks
 
     @property
     def done(self) -> bool:
@@ -253,7 +274,18 @@ class _Scripted:
 
     def eval_due(self, before: int) -> bool:
         every = self.cfg.eval_every_samples
-        return self.samples // every > before // every or self.samples >= self.cfg.max_samples
+        crossed = self.samples // every > before // every
+        if self.plan is not None:
+            crossed = crossed and self.plan.wants(self.samples)
+        return crossed or self.samples >= self.cfg.max_samples
+
+    def run(self) -> None:
+        """Trainer.run's loop: the plan's look at every due grid point."""
+        while not self.done:
+            before = self.samples
+            self.step()
+            if self.eval_due(before):
+                self.plan.look(self, force=self.samples >= self.cfg.max_samples)
 
     def sequential(self, stop: Any) -> Any:
         """Batches of 64 items, each check reading the scripted prefix mean."""
@@ -265,6 +297,8 @@ class _Scripted:
     def evaluate(self) -> Any:
         a = self.acc(self.samples)
         self.curve.append(SimpleNamespace(samples=self.samples, accuracy=a))
+        if self.plan is not None:
+            self.plan.evaluated(self.samples, a)
         target = self.cfg.target_accuracy
         if target is not None and a >= target and self.samples_to_target is None:
             self.samples_to_target = self.samples
@@ -296,7 +330,7 @@ def _dense_n(acc: Callable[[int], float], b: int, target: float) -> Optional[int
     return t.samples_to_target
 
 
-PARAMS = SparseParams(screen_samples=256, growth=1.5, far_gap=0.05, jumps=True)
+PARAMS = SparseParams(screen_samples=256, growth=1.5, far_gap=0.05, jumps=True, replay=True)
 
 
 @pytest.mark.parametrize("b", [8, 64, 256])
@@ -305,7 +339,7 @@ PARAMS = SparseParams(screen_samples=256, growth=1.5, far_gap=0.05, jumps=True)
 def test_scripted_first_crossing_is_dense(b: int, jumps: bool, items: int) -> None:
     """The first crossing is a one-interval touch before a dip: dense reports it, and
     so must the sparse schedule (looks that err within their margin included)."""
-    params = SparseParams(256, 1.5, 0.05, jumps)
+    params = SparseParams(256, 1.5, 0.05, jumps, replay=jumps)
     want = _dense_n(_wobbly, b, 0.6)
     assert want is not None and want < 3_600
     z = check_z(items, 256, params.look_error)
@@ -317,6 +351,32 @@ def test_scripted_first_crossing_is_dense(b: int, jumps: bool, items: int) -> No
         assert stats.full_evals < len(range(64, want + 1, max(b, 64)))
     if jumps and b < 256:
         assert stats.replayed_samples > 0 and t.trained > want
+
+
+@pytest.mark.parametrize("b", [8, 32, 128])
+def test_scripted_far_looks_without_replay_keep_a_concave_crossing(b: int) -> None:
+    """CUDA (no replay): far looks skip grid points on the rise, never train a sample
+    twice, and a concave curve's crossing stays dense's (the plan's one assumption)."""
+
+    def acc(s: int) -> float:  # concave, wobbling 0.01 near the top; crosses 0.6 at ~2900
+        return 0.7 * (1.0 - math.exp(-s / 1_500)) - 0.01 * ((s // 64) % 2)
+
+    params = SparseParams(256, 1.5, 0.05, jumps=True, replay=False)
+    want = _dense_n(acc, b, 0.6)
+    z = check_z(4_000, 256, params.look_error)
+    t = _Scripted(acc, b, 0.6, lambda s, m: (-1) ** (s // 64) * 0.9 * margin(0.6, m, 4_000, z))
+    stats = run_sparse(t, 0.6, None, params)
+    assert (stats.stop, t.samples_to_target) == ("target", want)
+    assert stats.replayed_samples == 0 and t.trained == want
+    grid = len(range(64, want + 1, max(b, 64)))
+    assert stats.looks < grid  # far grid points were skipped, not looked at
+    assert stats.full_evals < grid
+
+
+def test_an_estimate_replays_on_a_cpu_only() -> None:
+    cfg = EstimateConfig(model="small-cnn", data=DATA, batch_sizes=(8,), seeds=(0,))
+    cpu, cuda = cfg.sparse_params("cpu"), cfg.sparse_params("cuda")
+    assert cpu.jumps and cpu.replay and cuda.jumps and not cuda.replay
 
 
 def test_scripted_reference_run_plateau_is_dense() -> None:

@@ -123,10 +123,11 @@ class EstimateConfig(UserCode, _Estimated):
             )
 
     def sparse_params(self, torch_device: str) -> SparseParams:
-        """The sparse schedule's knobs; far jumps replay from a checkpoint, so only
-        where training is bit-for-bit repeatable (the CPU)."""
+        """The sparse schedule's knobs; far jumps replay from a checkpoint only where
+        training is bit-for-bit repeatable (the CPU), elsewhere they are a device run's
+        far looks (evalsched.py)."""
         every = self.screen_samples or defaults.ESTIMATE_CHECK_SAMPLES
-        return SparseParams.default(jumps=torch_device == "cpu", screen_samples=every)
+        return SparseParams.default(screen_samples=every, replay=torch_device == "cpu")
 
     def recipe_for(self, batch_size: int) -> Recipe:
         """The user's recipe for a run at `batch_size` (--lr: the rate at b_max)."""

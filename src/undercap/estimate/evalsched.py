@@ -27,16 +27,24 @@ reports the same grid point while evaluating the whole split at only a few:
   costs nothing beyond the whole evaluation (the subset screens before it were
   scored separately, their items again by the whole evaluation where they could not
   tell: 37% of the CIFAR job's evaluation time went to screens).
-* Far jumps (CPU only). While a look shows the run below the target minus `far_gap`,
+* Far jumps with replay (CPU). While a look shows the run below the target minus `far_gap`,
   the next look is `growth` times later, and an in-memory checkpoint
   (Trainer.state_dict) is kept at every such look. The first look that is not far
   restores the last checkpoint and looks at every grid point from there (replay: CPU
   training is bit-for-bit repeatable at a fixed thread count, so the replayed grid
   points are the dense run's); a look there that shows the run far again resumes the
   jumps. The one assumption: between two looks both `far_gap` below the target the
-  accuracy did not touch it. CUDA training is not repeatable (without deterministic
-  kernels), so there the run looks at every grid point from the start: no jumps, no
-  replay.
+  accuracy did not touch it.
+* Far looks without replay (CUDA). CUDA training is not repeatable (without
+  deterministic kernels), so a restored checkpoint would not retrace the run: there
+  the run follows a device run's plan (train/evalplan.EvalPlan): a far look's next
+  look is the earlier of the growth jump and the grid point where the secant through
+  the last two looks reaches the far line, and once a look is not far, every grid
+  point gets one, to the end (no return to far: the curve is noisy near the target).
+  Its one assumption is the device's: between a far look and the next, the accuracy
+  does not climb from below the far line to the target. On the H200's dense curves
+  (benchmarks/results/estimate_cost_h200/looks) it saves a third of the looks and
+  keeps every N(b).
 * Reference runs (--target-fraction, no target yet) look at every grid point against
   their best-so-far: a point ruled out is "no new best" for the plateau count, every
   other is evaluated whole, so the best accuracy and the plateau stop are dense's.
@@ -49,7 +57,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from undercap.train.evalplan import SCHEDULES, Check, SparseParams, next_look
+from undercap.train.evalplan import SCHEDULES, Check, EvalPlan, SparseParams, next_look
 
 __all__ = ["SCHEDULES", "SparseParams", "SparseStats", "run_sparse"]
 
@@ -83,7 +91,19 @@ def run_sparse(
     schedule; a reference run (target None) to its budget or plateau."""
     if target is None:
         return _reference(trainer, patience, params)
+    if params.jumps and not params.replay:
+        return _planned(trainer, target, params)
     return _target(trainer, target, params)
+
+
+def _planned(tr: Any, target: float, params: SparseParams) -> SparseStats:
+    """Far looks without replay: the trainer's own loop under a device run's plan,
+    which decides the looks (Trainer.eval_due asks it) and is told of every whole
+    evaluation."""
+    plan = tr.plan = EvalPlan(target, tr.cfg.eval_every_samples, tr.eval_items, params)
+    tr.run()
+    stop = "target" if tr.samples_to_target is not None else "budget"
+    return SparseStats(stop, plan.looks, plan.screened, plan.full, replayed_samples=0)
 
 
 def _look(tr: Any, threshold: float, params: SparseParams, tally: _Tally, force: bool) -> Any:

@@ -57,19 +57,26 @@ class SparseParams:
     screen_samples: int  # a look checks every this many held-out items (at batch ends)
     growth: float  # far jumps: next look at this factor times the samples so far
     far_gap: float  # far: clearly below target - far_gap
-    jumps: bool  # far jumps (an estimate replays the skipped points; a device cannot)
+    jumps: bool  # far looks: fewer looks while the run is clearly below the target
     #: the chance a look rules out a point whose whole-split metric reaches the
     #: threshold, at most
     look_error: float = defaults.ESTIMATE_LOOK_ERROR
+    #: far jumps go back over the grid points they skipped from a checkpoint (an
+    #: estimate on a CPU: training repeats bit for bit); without, this plan's far looks
+    #: (growth and secant bound, the one assumption of a device run)
+    replay: bool = False
 
     @classmethod
-    def default(cls, jumps: bool = True, screen_samples: Optional[int] = None) -> "SparseParams":
+    def default(
+        cls, jumps: bool = True, screen_samples: Optional[int] = None, replay: bool = False
+    ) -> "SparseParams":
         """The defaults (screen_samples None: defaults.ESTIMATE_CHECK_SAMPLES)."""
         return cls(
             screen_samples or defaults.ESTIMATE_CHECK_SAMPLES,
             defaults.ESTIMATE_SPARSE_GROWTH,
             defaults.ESTIMATE_SPARSE_FAR_GAP,
             jumps,
+            replay=replay,
         )
 
 
