@@ -125,7 +125,7 @@ class EstimateConfig(UserCode, _Estimated):
     def sparse_params(self, torch_device: str) -> SparseParams:
         """The sparse schedule's knobs; far jumps replay from a checkpoint only where
         training is bit-for-bit repeatable (the CPU), elsewhere they are a device run's
-        far looks (evalsched.py)."""
+        far looks, which never go back."""
         every = self.screen_samples or defaults.ESTIMATE_CHECK_SAMPLES
         return SparseParams.default(screen_samples=every, replay=torch_device == "cpu")
 

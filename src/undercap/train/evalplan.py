@@ -24,9 +24,10 @@ reports the same grid point while evaluating far less:
   matrix's 300-500 items at the device's batches of 512) every look is whole, as
   dense's; on a large one a far look stops after its first batch or two.
 
-Unlike an estimate (CPU, bit-for-bit repeatable), a device run cannot go back to a
-grid point it skipped: the one assumption is that between a far look and the next,
-the accuracy does not climb from below the far line to the target.
+Unlike an estimate on a CPU (bit-for-bit repeatable), a device run cannot go back to
+a grid point it skipped, nor can an estimate on a GPU, which follows this plan too: the
+one assumption is that between a far look and the next, the accuracy does not climb
+from below the far line to the target.
 """
 
 import math
@@ -168,7 +169,7 @@ ScreenHook = Callable[[int], None]
 
 
 class EvalPlan:
-    """The sparse plan of one device run (module docstring). `wants` is pure (the
+    """The sparse plan of one device run, or of a GPU estimate's run (module docstring). `wants` is pure (the
     runner's step hook and the loop both ask it); `look` and `evaluated` move it on;
     `state_dict` goes into the run's checkpoints."""
 
