@@ -1,9 +1,10 @@
 #!/bin/bash
 # Dense vs sparse evaluation of an estimate on one CUDA GPU, read-only (nothing on the
-# GPU is changed), alternating dense / sparse twice, then one device `train` per
-# schedule (dense, sparse) that reports its evaluation time. ResNet-18 on a CIFAR-10
+# GPU is changed), alternating dense / sparse twice, then device `train`s
+# (dense, sparse, twice) that report their evaluation time. ResNet-18 on a CIFAR-10
 # quarter, b = 32..512, seed 0, target 0.6, --jobs 5 on the one GPU: the job measured
-# on an H200 (benchmarks/results/estimate_cost_h200/). Runs from the source tree, no install:
+# on an H200 (benchmarks/results/estimate_cost_h200/). Runs from the source tree, no
+# install:
 #
 #   DATA_DIR=path/with/cifar10-quarter-a.npz OUT=out-dir bash benchmarks/estimate_cost_gpu.sh
 #
@@ -36,14 +37,15 @@ for i in 1 2; do
     echo "$s,$i,$rc,$(python3 -c "print(round($b-$a,2))")" >> "$O/walls.csv"; tail -3 "$O/est-$s-$i.log"
   done
 done
-if [ "${TRAIN:-1}" = 1 ]; then
-  for s in dense sparse; do
-    log "train read-only b=128, $s"
+if [ "${TRAIN:-1}" = 1 ]; then  # at the H200's own 700 W: the guard never steps in
+  for i in 1 2; do for s in dense sparse; do
+    log "train read-only b=128, $s $i"
     timeout 90 $U train --device $D --read-only --model $M --dataset npz:cifar10-quarter-a.npz \
-      --data-dir "$DATA" $L --batch-size 128 --power-limit 450 --target-accuracy $TGT \
-      --torch-device $T --eval-schedule $s --no-progress -o "$O/train128-$s" > "$O/train-$s.log" 2>&1
-    echo "train $s rc=$?"; tail -6 "$O/train-$s.log"
-  done
+      --data-dir "$DATA" $L --batch-size 128 --power-limit ${LIMIT:-700} --target-accuracy $TGT \
+      --torch-device $T --eval-schedule $s --no-progress -o "$O/train128-$s-$i" \
+      > "$O/train-$s-$i.log" 2>&1
+    echo "train $s $i rc=$?"; tail -6 "$O/train-$s-$i.log"
+  done; done
 fi
 log done
 python3 benchmarks/estimate_cost_gpu_summary.py "$O" > "$OUT/summary.md" 2>&1; cat "$OUT/summary.md"

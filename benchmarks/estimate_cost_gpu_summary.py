@@ -1,7 +1,6 @@
 """The table of benchmarks/estimate_cost_gpu.sh: per estimate its wall time, the runs'
 train and evaluation seconds (summed over runs that share the GPU), the whole
-evaluations and screened items, and N(b); the device `train`s' evaluation time
-(dense, sparse)."""
+evaluations and screened items, and N(b); the device `train`s' evaluation time."""
 
 from __future__ import annotations
 
@@ -39,14 +38,12 @@ def main(out: Path) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for schedule, pair, rc, wall_s in sorted(walls, key=lambda r: (r[1], r[0])):
         print(row(out, schedule, pair, rc, float(wall_s)))
-    for schedule in ("dense", "sparse"):
-        path = out / f"train128-{schedule}"
-        if path.exists():
-            d = json.loads(path.read_text())
-            keys = ("time_to_accuracy_s", "train_time_s", "eval_time_s", "samples_to_target")
-            share = (d.get("eval_time_s") or 0.0) / (d.get("train_time_s") or 1.0)
-            print(f"\ntrain ({schedule}):", {k: d.get(k) for k in keys},
-                  f"eval/train {share:.1%}", d.get("evaluation"))  # fmt: skip
+    for path in sorted(out.glob("train128-*")):
+        d = json.loads(path.read_text())
+        keys = ("time_to_accuracy_s", "train_time_s", "eval_time_s", "samples_to_target")
+        share = (d.get("eval_time_s") or 0.0) / (d.get("train_time_s") or 1.0)
+        print(f"\n{path.name}:", {k: d.get(k) for k in keys},
+              f"eval/train {share:.1%}", d.get("evaluation"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -169,9 +169,9 @@ ScreenHook = Callable[[int], None]
 
 
 class EvalPlan:
-    """The sparse plan of one device run, or of a GPU estimate's run (module docstring). `wants` is pure (the
-    runner's step hook and the loop both ask it); `look` and `evaluated` move it on;
-    `state_dict` goes into the run's checkpoints."""
+    """The sparse plan of one device run, or of a GPU estimate's run (module
+    docstring). `wants` is pure (the runner's step hook and the loop both ask it);
+    `look` and `evaluated` move it on; `state_dict` goes into the run's checkpoints."""
 
     def __init__(
         self,
