@@ -9,8 +9,10 @@
 #   DATA_DIR=path/with/cifar10-quarter-a.npz OUT=out-dir bash benchmarks/estimate_cost_gpu.sh
 #
 # SMALL=1 DEV=sim:jetson-nano TD=cpu: a CPU rehearsal (small CNN, 400 training images).
-# TRAIN=0 leaves out the `train` step. Writes summary.md (python3
-# benchmarks/estimate_cost_gpu_summary.py) and the runs' records (all.tgz) to $OUT.
+# TRAIN=0 leaves out the `train` step; PAIRS=1 runs one dense / sparse pair; EXTRA adds
+# estimate flags to both (EXTRA="--eval-max-samples 1000": a split of two GPU batches).
+# Writes summary.md (python3 benchmarks/estimate_cost_gpu_summary.py) and the runs'
+# records (all.tgz) to $OUT.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src
 U="python3 -m undercap.cli"; O=$(mktemp -d); OUT=${OUT:-estimate-cost-gpu}; mkdir -p "$OUT"
@@ -24,14 +26,14 @@ t0=$(date +%s); log(){ echo "=== [$(( $(date +%s)-t0 )) s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm,clocks.max.sm \
   --format=csv > "$O/nvidia-smi.csv" 2>&1
 python3 -c "import torch,sys;print(sys.version.split()[0], torch.__version__, torch.cuda.is_available())" > "$O/env.txt"
-for i in 1 2; do
+for i in $(seq "${PAIRS:-2}"); do
   [ $i = 2 ] && [ $(( $(date +%s)-t0 )) -gt 300 ] && { log "skip pair 2"; break; }
   for s in dense sparse; do
     log "estimate $s $i"
     a=$(date +%s.%N)
     timeout $TO $U estimate --model $M --dataset npz:cifar10-quarter-a.npz --data-dir "$DATA" $L \
       --batch-sizes $BS --seeds 1 --target-accuracy $TGT --max-samples $MX --torch-device $T \
-      --jobs 5 --eval-schedule $s --work-dir "$O/w-$s-$i" --no-progress \
+      --jobs 5 ${EXTRA:-} --eval-schedule $s --work-dir "$O/w-$s-$i" --no-progress \
       -o "$O/eff-$s-$i.json" > "$O/est-$s-$i.log" 2>&1
     rc=$?; b=$(date +%s.%N)
     echo "$s,$i,$rc,$(python3 -c "print(round($b-$a,2))")" >> "$O/walls.csv"; tail -3 "$O/est-$s-$i.log"

@@ -133,7 +133,9 @@ def test_far_looks_without_replay_on_real_runs(tmp_path: Path, monkeypatch: Any)
         (300, "cpu", 64, 64),
         (300, "cpu", 16, 16),  # however fine
         (2500, "cuda", None, 512),  # a GPU checks at its batches of 512: 4 checks
-        (2000, "cuda", None, None),  # 3: dense
+        (2000, "cuda", None, 512),  # 3: still sparse (far looks, no replay)
+        (300, "cuda", None, 512),  # no check: every look whole, far ones skipped
+        (300, "cuda", 64, 512),
     ],
 )
 def test_the_check_spacing_fits_the_split(

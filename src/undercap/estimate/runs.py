@@ -196,8 +196,11 @@ def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
     too small for MIN_CHECKS checks of `screen_samples` is checked more often (a look
     then scores its batches of that size), down to MIN_CHECK_ITEMS a check; a split
     smaller still runs dense, exactly: a dense run. So does one too small for
-    MIN_CHECKS of a spacing the user chose (kept as chosen, however fine) or of a GPU's
-    batches of 512 (the finest checks worth their fixed cost there)."""
+    MIN_CHECKS of a spacing the user chose (kept as chosen, however fine). A GPU checks
+    at its batches of 512 (the finest checks worth their fixed cost there) and never
+    replays (its far looks do not go back: evalsched.py), so a split of any size runs
+    sparse there: its far looks save whole evaluations even where no check fits, as a
+    device run's do."""
     if job.sparse is None:
         return None
     n_items, every = _eval_items(splits, job), job.sparse.screen_samples
@@ -207,8 +210,8 @@ def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
             f"{n_items} held-out samples of {job.data.dataset}"
         )
     if job.torch_device != "cpu":
-        every = max(every, EVAL_BATCH)
-    elif check_count(n_items, every) < MIN_CHECKS and not job.screen_explicit:
+        return dataclasses.replace(job.sparse, screen_samples=max(every, EVAL_BATCH))
+    if check_count(n_items, every) < MIN_CHECKS and not job.screen_explicit:
         every = max(int(LAST_CHECK * n_items) // MIN_CHECKS, 1)
         if every < MIN_CHECK_ITEMS:
             return None
@@ -240,8 +243,7 @@ def _eval_record(
         return {
             "schedule": "dense",
             "why": f"too few checks fit the held-out split ({MIN_CHECKS} of at least "
-            f"{MIN_CHECK_ITEMS} items, or of the chosen --screen-samples, or of a GPU's "
-            f"batches of {EVAL_BATCH}): dense is faster",
+            f"{MIN_CHECK_ITEMS} items, or of the chosen --screen-samples): dense is faster",
         }
     if stats is None or sparse is None:
         return {"schedule": "dense"}
