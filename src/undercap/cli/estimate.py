@@ -222,7 +222,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="sparse: a look checks its verdict every N held-out samples "
         f"(default {defaults.ESTIMATE_CHECK_SAMPLES}, or four checks on a split too small "
-        "for four of those)",
+        "for four of those; on a GPU at least 512, its evaluation batch)",
     )
     e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
