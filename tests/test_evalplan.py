@@ -82,7 +82,7 @@ def looked(tr: CurveTrainer, plan: EvalPlan, s: int, force: bool = False):
 
 
 def sparse_crossing(tr: CurveTrainer, target: float, budget: int, params=None):
-    plan = EvalPlan(target, EVERY, tr.eval_items, params or SparseParams.default())
+    plan = EvalPlan(target, EVERY, params or SparseParams.default())
     tr.plan = plan
     for s in range(EVERY, budget + 1, EVERY):
         acc = looked(tr, plan, s, force=s == budget)
@@ -152,11 +152,11 @@ def test_secant_and_growth_bound_the_next_look():
 
 def test_plan_state_round_trips():
     tr = CurveTrainer(saturating(1 / 5000))
-    plan = EvalPlan(0.8, EVERY, tr.eval_items, SparseParams.default())
+    plan = EvalPlan(0.8, EVERY, SparseParams.default())
     tr.plan = plan
     for s in (128, 256, 384):
         looked(tr, plan, s)
-    other = EvalPlan(0.8, EVERY, tr.eval_items, SparseParams.default())
+    other = EvalPlan(0.8, EVERY, SparseParams.default())
     other.load_state_dict(plan.state_dict())
     assert other.state_dict() == plan.state_dict() and other.stats() == plan.stats()
     assert [other.wants(s) for s in range(128, 4000, 128)] == [
@@ -170,7 +170,7 @@ def test_bad_schedule_and_target_are_one_line():
             model="small-cnn", batch_size=8, target_accuracy=0.5, eval_schedule="x"
         ).validate()
     with pytest.raises(UndercapError, match="target in"):
-        EvalPlan(1.5, EVERY, 100, SparseParams.default())
+        EvalPlan(1.5, EVERY, SparseParams.default())
 
 
 # --- whole device runs -------------------------------------------------------------------
@@ -255,7 +255,7 @@ def test_a_reader_of_the_curve_gets_whole_evaluations_at_its_minimum_rate():
     curve, target, gap = saturating(1 / 20000), 0.71, 1024
     want = dense_crossing(CurveTrainer(curve), target, 60_000)
     tr = CurveTrainer(curve)
-    plan = EvalPlan(target, EVERY, tr.eval_items, SparseParams.default(), max_gap=gap)
+    plan = EvalPlan(target, EVERY, SparseParams.default(), max_gap=gap)
     tr.plan, fulls = plan, []
     for s in range(EVERY, 60_001, EVERY):
         acc = looked(tr, plan, s)
@@ -273,7 +273,7 @@ def test_the_online_rule_gets_its_minimum_rate_from_the_plan():
     from undercap.train.evalplan import plan_for
 
     base = dict(model="small-cnn", batch_size=16, target_accuracy=0.9, eval_every_samples=128)
-    assert plan_for(TrainSpec(**base, eval_schedule="dense"), 500) is None
-    assert plan_for(TrainSpec(**base), 500).max_gap is None
-    online = plan_for(TrainSpec(**base, online=True), 500)
+    assert plan_for(TrainSpec(**base, eval_schedule="dense")) is None
+    assert plan_for(TrainSpec(**base)).max_gap is None
+    online = plan_for(TrainSpec(**base, online=True))
     assert online.max_gap == defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES

@@ -100,7 +100,7 @@ def _planned(tr: Any, target: float, params: SparseParams) -> SparseStats:
     """Far looks without replay: the trainer's own loop under a device run's plan,
     which decides the looks (Trainer.eval_due asks it) and is told of every whole
     evaluation."""
-    plan = tr.plan = EvalPlan(target, tr.cfg.eval_every_samples, tr.eval_items, params)
+    plan = tr.plan = EvalPlan(target, tr.cfg.eval_every_samples, params)
     tr.run()
     stop = "target" if tr.samples_to_target is not None else "budget"
     return SparseStats(stop, plan.looks, plan.screened, plan.full, replayed_samples=0)

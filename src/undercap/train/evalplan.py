@@ -174,19 +174,11 @@ class EvalPlan:
     `look` and `evaluated` move it on; `state_dict` goes into the run's checkpoints."""
 
     def __init__(
-        self,
-        target: float,
-        every: int,
-        eval_items: int,
-        params: SparseParams,
-        seed: int = 0,
-        max_gap: Optional[int] = None,
+        self, target: float, every: int, params: SparseParams, max_gap: Optional[int] = None
     ) -> None:
         if not 0.0 < target <= 1.0:
             raise UndercapError(f"a sparse evaluation plan needs a target in (0, 1], not {target}")
         self.target, self.every, self.params = target, int(every), params
-        gen = torch.Generator().manual_seed(int(seed))
-        self.order = torch.randperm(int(eval_items), generator=gen)  # the looks' order
         self.near = not params.jumps
         self.look_at = 0
         # whole evaluations at most this many samples apart (a reader of the curve
@@ -266,7 +258,14 @@ class EvalPlan:
         self.last_full = int(state.get("last_full", 0))
 
 
-def plan_for(spec: "TrainSpec", eval_items: int) -> Optional[EvalPlan]:
+def look_order(eval_items: int, seed: int) -> torch.Tensor:
+    """The seeded random order a device run's looks read its held-out split in (the
+    split is reordered once, Trainer.reorder_eval; an estimate loads its split in a
+    seeded random order already)."""
+    return torch.randperm(int(eval_items), generator=torch.Generator().manual_seed(int(seed)))
+
+
+def plan_for(spec: "TrainSpec") -> Optional[EvalPlan]:
     """The plan of a device run of `spec` (None: dense, or no target to look for). The
     online re-selection (train/online.py) reads whole evaluations: with it on, they
     come at least every defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES, the rate it was
@@ -276,11 +275,4 @@ def plan_for(spec: "TrainSpec", eval_items: int) -> Optional[EvalPlan]:
     # a check after every evaluation batch (the device's batches are its finest checks)
     params = SparseParams.default(jumps=True, screen_samples=defaults.TRAIN_EVAL_BATCH)
     gap = defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES if spec.online else None
-    return EvalPlan(
-        spec.target_accuracy,
-        spec.eval_every_samples,
-        eval_items,
-        params,
-        seed=spec.seed,
-        max_gap=gap,
-    )
+    return EvalPlan(spec.target_accuracy, spec.eval_every_samples, params, max_gap=gap)

@@ -16,7 +16,7 @@ from undercap.artifacts.train_result import TrainResult
 from undercap.artifacts.workload import Workload
 from undercap.data.base import Splits
 from undercap.devices.base import Device
-from undercap.train.evalplan import plan_for
+from undercap.train.evalplan import look_order, plan_for
 from undercap.train.guard import BATCH_DOWN, READ_ONLY, PowerGuard
 from undercap.train.loop import LoopConfig, LoopResult, Trainer
 from undercap.train.spec import TrainSpec
@@ -70,9 +70,9 @@ class RunSetup:
             )
         on_device = _to_torch_device(data, tdev)
         trainer = Trainer(model, on_device, cfg, tdev)
-        trainer.plan = plan_for(spec, trainer.eval_items)
+        trainer.plan = plan_for(spec)
         if trainer.plan is not None:
-            trainer.reorder_eval(trainer.plan.order)
+            trainer.reorder_eval(look_order(trainer.eval_items, spec.seed))
         return cls(
             spec=spec,
             data=on_device,
