@@ -91,15 +91,15 @@ def run_sparse(
     schedule; a reference run (target None) to its budget or plateau."""
     if target is None:
         return _reference(trainer, patience, params)
-    if params.jumps and not params.replay:
-        return _planned(trainer, target, params)
-    return _target(trainer, target, params)
+    if params.jumps and params.replay:
+        return _replayed(trainer, target, params)
+    return _planned(trainer, target, params)
 
 
 def _planned(tr: Any, target: float, params: SparseParams) -> SparseStats:
-    """Far looks without replay: the trainer's own loop under a device run's plan,
-    which decides the looks (Trainer.eval_due asks it) and is told of every whole
-    evaluation."""
+    """No replay: the trainer's own loop under a device run's plan, which decides the
+    looks (Trainer.eval_due asks it; far looks only with params.jumps) and is told of
+    every whole evaluation."""
     plan = tr.plan = EvalPlan(target, tr.cfg.eval_every_samples, params)
     tr.run()
     stop = "target" if tr.samples_to_target is not None else "budget"
@@ -121,9 +121,10 @@ def _look(tr: Any, threshold: float, params: SparseParams, tally: _Tally, force:
     return point, check
 
 
-def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
-    tally, far, far_line = _Tally(), params.jumps, target - params.far_gap
-    check = _snapshot(tr) if far else None
+def _replayed(tr: Any, target: float, params: SparseParams) -> SparseStats:
+    """Far jumps that go back over the grid points they skipped (module docstring)."""
+    tally, far, far_line = _Tally(), True, target - params.far_gap
+    check = _snapshot(tr)
     check_at = prev_due = look_at = 0
     every, budget = tr.cfg.eval_every_samples, tr.cfg.max_samples
     while not tr.done:
@@ -149,7 +150,7 @@ def _target(tr: Any, target: float, params: SparseParams) -> SparseStats:
                 prev_due = check_at
             continue  # a far look that does not rule out is whole: this point is done
         point, seen = _look(tr, target, params, tally, at_end)
-        if point is None and seen.below(far_line) and params.jumps:  # fell back far
+        if point is None and seen.below(far_line):  # fell back far
             far, check, check_at = True, _snapshot(tr), due
             look_at = next_look(due, every, params.growth)
     return tally.stats("target" if tr.samples_to_target is not None else "budget")
