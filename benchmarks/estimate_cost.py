@@ -18,10 +18,13 @@ Each job runs dense, then sparse, then (with --repeats 2) again in that order:
 alternating, so the machine's load drifts over both alike. Nothing is reused
 (no work dir). For each: wall time of the estimate, the evaluation share (seconds
 the runs spent evaluating over the seconds the runs took), and N(b) per (b, seed);
-sparse must report dense's grid point (or within 2%).
+sparse must report dense's grid point (or within 2%). --bound-arm adds a third
+estimate to each round: sparse with every check at the Bhatia-Davis bound (no item
+spread: the check before text windows were read as a cluster sample).
 
     .venv/bin/python benchmarks/estimate_cost.py            # ~50 min on 2 busy cores
     .venv/bin/python benchmarks/estimate_cost.py --jobs cifar
+    .venv/bin/python benchmarks/estimate_cost.py --jobs text --bound-arm   # ~27 min
 Writes benchmarks/results/estimate_cost.md and estimate_cost.json. Skips (exit 0)
 without the shared data (../shared/data).
 """
@@ -50,6 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
     p.add_argument("--repeats", type=int, default=1, help="dense/sparse pairs per job")
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--bound-arm", action="store_true",
+                   help="also sparse with every check at the Bhatia-Davis bound (no item "
+                   "spread: the check before it), third in each round")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -80,17 +86,25 @@ def configs(name: str, data_dir: Path) -> Any:
     return dataclasses.replace(cfg, eval_schedule="dense")
 
 
-def measure(cfg: Any) -> dict[str, Any]:
+def measure(cfg: Any, item_spread: bool = True) -> dict[str, Any]:
     """One estimate, nothing reused: its wall time, evaluation share and N(b)."""
-    from undercap.estimate import estimate
+    from unittest import mock
+
+    from undercap.estimate import EstimateConfig, estimate
+
+    real = EstimateConfig.sparse_params
+
+    def params(self: Any, device: str) -> Any:
+        return dataclasses.replace(real(self, device), item_spread=item_spread)
 
     t0 = time.perf_counter()
-    eff = estimate(cfg, cache_dir=None, torch_device="cpu", progress=False, threads=1,
-                   log=lambda _m: None)  # fmt: skip
+    with mock.patch.object(EstimateConfig, "sparse_params", params):
+        eff = estimate(cfg, cache_dir=None, torch_device="cpu", progress=False, threads=1,
+                       log=lambda _m: None)  # fmt: skip
     wall = time.perf_counter() - t0
     cost = eff.extra["cost"]
     return {
-        "schedule": cfg.eval_schedule,
+        "schedule": cfg.eval_schedule + ("" if item_spread else "-bound"),
         "wall_s": wall,
         "runs_wall_s": cost["wall_s"],
         "train_wall_s": cost["train_wall_s"],
@@ -111,7 +125,7 @@ def same_n(dense: dict[str, Any], sparse: dict[str, Any]) -> bool:
     return True
 
 
-def run_job(name: str, data_dir: Path, repeats: int) -> dict[str, Any]:
+def run_job(name: str, data_dir: Path, repeats: int, bound: bool = False) -> dict[str, Any]:
     dense_cfg = configs(name, data_dir)
     sparse_cfg = dataclasses.replace(dense_cfg, eval_schedule="sparse")
     pairs = []
@@ -125,7 +139,13 @@ def run_job(name: str, data_dir: Path, repeats: int) -> dict[str, Any]:
             f"  {name} #{i} sparse: {s['wall_s']:.0f} s, eval {s['eval_share']:.0%}",
             file=sys.stderr,
         )
-        pairs.append({"dense": d, "sparse": s, "same_n": same_n(d, s)})
+        pair = {"dense": d, "sparse": s, "same_n": same_n(d, s)}
+        if bound:
+            o = measure(sparse_cfg, item_spread=False)
+            print(f"  {name} #{i} sparse, bound: {o['wall_s']:.0f} s, "
+                  f"eval {o['eval_share']:.0%}", file=sys.stderr)  # fmt: skip
+            pair.update(bound=o, bound_same_n=same_n(d, o))
+        pairs.append(pair)
     return {"job": name, "pairs": pairs}
 
 
@@ -148,12 +168,16 @@ def table(results: list[dict[str, Any]]) -> str:
     for res in results:
         for i, p in enumerate(res["pairs"]):
             d, s = p["dense"], p["sparse"]
-            rows.append(
-                f"| {res['job']} | {i} | {d['wall_s']:.1f} s | {s['wall_s']:.1f} s | "
-                f"{d['wall_s'] / s['wall_s']:.1f}x | {d['eval_share']:.1%} | "
-                f"{s['eval_share']:.1%} | {d['curve_points']} / {s['curve_points']} | "
-                f"{_n_text(d, s)} | {'yes' if p['same_n'] else 'NO'} |"
-            )
+            arms = [("", s, p["same_n"])]
+            if "bound" in p:
+                arms.append((" (sparse: bound)", p["bound"], p["bound_same_n"]))
+            for label, s, same in arms:
+                rows.append(
+                    f"| {res['job']}{label} | {i} | {d['wall_s']:.1f} s | {s['wall_s']:.1f} s | "
+                    f"{d['wall_s'] / s['wall_s']:.1f}x | {d['eval_share']:.1%} | "
+                    f"{s['eval_share']:.1%} | {d['curve_points']} / {s['curve_points']} | "
+                    f"{_n_text(d, s)} | {'yes' if same else 'NO'} |"
+                )
     return "\n".join(rows)
 
 
@@ -169,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     names = [n.strip() for n in args.jobs.split(",") if n.strip()]
-    results = [run_job(n, args.data_dir, args.repeats) for n in names]
+    results = [run_job(n, args.data_dir, args.repeats, args.bound_arm) for n in names]
     ratios = [p["dense"]["wall_s"] / p["sparse"]["wall_s"] for r in results for p in r["pairs"]]
     text = "\n".join([
         "# Estimate cost: dense vs sparse evaluation",
@@ -180,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         "Sparse (estimate/evalsched.py): sequential looks (the held-out split in random "
         f"order, checked every {defaults.ESTIMATE_CHECK_SAMPLES} items, or four times on a "
         "split too small for four such checks, against a binomial "
-        f"margin, error {defaults.ESTIMATE_LOOK_ERROR:g} per look, Bonferroni), far jumps "
+        "margin, or a Student t one from the items' own spread where each is several "
+        f"predictions, error {defaults.ESTIMATE_LOOK_ERROR:g} per look, Bonferroni), far jumps "
         f"({defaults.ESTIMATE_SPARSE_GROWTH:g}x) with checkpoint replay, CPU evaluation in "
         "batches of 128 (or of the checks' spacing, if smaller), channels-last images, "
         "batch norm folded on large splits.",
@@ -190,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Median wall ratio {statistics.median(ratios):.1f}x. Benchmark wall time "
         f"{time.monotonic() - t0:.0f} s on a shared 2-core machine. Reproduce: "
         f"`.venv/bin/python benchmarks/estimate_cost.py --jobs {','.join(names)}"
-        f" --repeats {args.repeats}`.",
+        f" --repeats {args.repeats}{' --bound-arm' if args.bound_arm else ''}`.",
         "",
     ])  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,12 @@ reports the same grid point while evaluating the whole split at only a few:
   replacement from the N held-out items, sqrt(v / m) * sqrt((N - m) / (N - 1)) (the
   finite population correction: Cochran, Sampling Techniques, 3rd ed. 1977, Sec. 2.5),
   with v = max(p(1 - p)) over p >= threshold, the largest variance of a [0, 1] metric
-  whose mean reaches the threshold (Bhatia-Davis bound). The checks come every
+  whose mean reaches the threshold (Bhatia-Davis bound); where an item makes several
+  predictions (a text window, one per character) the metric is a cluster sample's,
+  and the items' own spread (train/objective.ItemSpread) gives a Student t margin of
+  the same tail where that is smaller (the one-sided t test: a split of windows whose
+  accuracy varies by 0.1 from one to the next gets a margin a fifth of the bound's,
+  from 30 items on). The checks come every
   `screen_samples` items (or every evaluation batch, if larger: 512 on a GPU) up to
   90% of the split, K of them, each at z = Phi^-1(1 - look_error / K) (Bonferroni): a
   point whose whole-split metric reaches the threshold is ruled out with probability

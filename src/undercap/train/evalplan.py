@@ -18,7 +18,8 @@ reports the same grid point while evaluating far less:
   a seeded random order (the split is reordered once, so every look and every whole
   evaluation reads it the same way), and after each batch asks `Check` whether the
   items scored so far rule the target out; a look no check stops is the whole
-  evaluation, and only whole evaluations go on the curve and decide the target. A
+  evaluation, and only whole evaluations go on the curve and decide the target (the
+  check's margin: estimate/evalsched.py; on text windows, their own spread). A
   check comes only at the end of a batch, so a look never costs more than the whole
   evaluation it may become: on a small split (one batch: the demo's 359 digits, the
   matrix's 300-500 items at the device's batches of 512) every look is whole, as
@@ -48,6 +49,9 @@ SCHEDULES = ("dense", "sparse")
 #: save little (replayed on the CIFAR estimate's recorded verdicts: the same cost) and a
 #: finished look is a point on the curve
 LAST_CHECK = 0.9
+#: a margin from the items' own spread needs this many of them (the t test's normal
+#: approximation of a mean of bounded items; the expansion of t_quantile)
+SPREAD_MIN_ITEMS = 30
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class SparseParams:
     #: estimate on a CPU: training repeats bit for bit); without, this plan's far looks
     #: (growth and secant bound, the one assumption of a device run)
     replay: bool = False
+    #: a look reads its items' own spread where each makes several predictions (text
+    #: windows: objective.ItemSpread); False: the Bhatia-Davis bound always, as before
+    item_spread: bool = True
 
     @classmethod
     def default(
@@ -81,14 +88,34 @@ class SparseParams:
         )
 
 
-def margin(threshold: float, m: int, population: int, z: float) -> float:
+def margin(
+    threshold: float, m: int, population: int, z: float, spread: Optional[float] = None
+) -> float:
     """z standard errors of a mean of m of `population` items drawn without
     replacement, at the largest variance a metric in [0, 1] with mean >= threshold can
     have, max p(1 - p) over p >= threshold (Bhatia-Davis); finite population
-    correction from Cochran, Sampling Techniques, 3rd ed. 1977, Sec. 2.5."""
+    correction from Cochran, Sampling Techniques, 3rd ed. 1977, Sec. 2.5. Where the
+    items' own `spread` is known (objective.ItemSpread: items of many predictions, whose
+    spread is far below that bound), the Student t margin of the same tail with it, if
+    smaller (the one-sided t test; from SPREAD_MIN_ITEMS items on)."""
     p = min(max(threshold, 0.5), 1.0)
-    fpc = (population - m) / max(population - 1, 1)
-    return z * math.sqrt(p * (1.0 - p) / m * max(fpc, 0.0))
+    fpc = max((population - m) / max(population - 1, 1), 0.0)
+    bound = z * math.sqrt(p * (1.0 - p) / m * fpc)
+    if spread is None or m < SPREAD_MIN_ITEMS:
+        return bound
+    return min(bound, t_quantile(z, m - 1) * spread * math.sqrt(fpc / m))
+
+
+def t_quantile(z: float, df: int) -> float:
+    """The Student t quantile with `df` degrees of freedom at the normal quantile z's
+    probability: the Cornish-Fisher expansion, Abramowitz and Stegun 26.7.5, to four
+    terms (for df >= 29 and z <= 3.8 within 1e-4 of the quantile from the density)."""
+    g1 = (z**3 + z) / 4.0
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96.0
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384.0
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160.0
+    v = float(df)
+    return z + g1 / v + g2 / v**2 + g3 / v**3 + g4 / v**4
 
 
 def check_count(items: int, every: int) -> int:
@@ -108,11 +135,15 @@ class Check:
     reaches the next multiple of `every` items, whether the scored prefix shows the
     whole-split metric below `threshold`. Keeps the prefix it last checked."""
 
-    def __init__(self, threshold: float, items: int, every: int, z: float) -> None:
+    def __init__(
+        self, threshold: float, items: int, every: int, z: float, item_spread: bool = True
+    ) -> None:
         self.threshold, self.items, self.every, self.z = threshold, items, every, z
+        self.item_spread = item_spread
         self._next = every
         self.mean: Optional[float] = None
         self.m = 0
+        self.spread: Optional[float] = None
 
     @classmethod
     def for_look(cls, threshold: float, trainer: Any, params: SparseParams) -> "Check":
@@ -120,13 +151,15 @@ class Check:
         params.screen_samples held-out items, or every evaluation batch where that is
         larger (a check can only come at the end of one: 512 on a GPU)."""
         n, every = trainer.eval_items, max(params.screen_samples, trainer.cfg.eval_batch_size)
-        return cls(threshold, n, every, check_z(n, every, params.look_error))
+        z = check_z(n, every, params.look_error)
+        return cls(threshold, n, every, z, params.item_spread)
 
-    def __call__(self, mean: float, m: int) -> bool:
+    def __call__(self, mean: float, m: int, spread: Optional[float] = None) -> bool:
         if m < self._next or m > LAST_CHECK * self.items:
             return False
         self._next = (m // self.every + 1) * self.every
         self.mean, self.m = mean, m
+        self.spread = spread if self.item_spread else None
         return self.below(self.threshold)
 
     def upper(self, threshold: float) -> float:
@@ -137,7 +170,7 @@ class Check:
             return 1.0
         n, m = self.items, self.m
         high = (self.mean * m + (n - m)) / n
-        return min(self.mean + margin(threshold, m, n, self.z), high)
+        return min(self.mean + margin(threshold, m, n, self.z, self.spread), high)
 
     def below(self, threshold: float) -> bool:
         """Whether the last checked prefix rules the whole split out below `threshold`."""

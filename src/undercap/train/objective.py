@@ -7,11 +7,17 @@ position (the character accuracy of the text experiments). A user-supplied loss
 (higher is better, the batch's mean: evaluation weights it by the batch's samples)
 are accepted by import path (`package.module:fn` or `path/to/file.py:fn`).
 
+A sequential look (train/evalplan.Check) also reads the spread of the items scored so
+far: the default metric gives each held-out item's correct predictions and predictions
+made (`Objective.items`), so a split of text windows, each a mean over its characters,
+is read as the cluster sample it is (ItemSpread).
+
 `check_outputs` runs the model once on two training samples before a run starts, so
 a model whose output does not fit the labels fails with one line instead of a
 traceback deep in the loss.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional, Tuple, Union
 
@@ -24,6 +30,8 @@ from undercap.errors import UndercapError
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: (outputs, labels) -> (sum of the metric over the batch, number of items scored)
 Score = Callable[[torch.Tensor, torch.Tensor], Tuple[float, int]]
+#: (outputs, labels) -> per item: (its metric summed over its predictions, its predictions)
+ItemScore = Callable[[Any, torch.Tensor], Tuple[torch.Tensor, torch.Tensor]]
 
 
 def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -40,6 +48,17 @@ def top1_correct(logits: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
     return float(((logits.argmax(dim=-1) == y) & keep).sum()), int(keep.sum())
 
 
+def top1_items(logits: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """top1_correct per held-out item: its correct predictions and predictions made
+    (one for a class label, one per scored position of a sequence), on the CPU in
+    float64 (their squares are summed; MPS has no float64)."""
+    keep = y != -100
+    right = (logits.argmax(dim=-1) == y) & keep
+    if y.dim() > 1:
+        right, keep = right.flatten(1).sum(1), keep.flatten(1).sum(1)
+    return right.to("cpu", torch.float64), keep.to("cpu", torch.float64)
+
+
 @dataclass(frozen=True)
 class Objective:
     """The loss to train with and the score to evaluate, with where they came from."""
@@ -48,6 +67,8 @@ class Objective:
     score: Score
     loss_name: str = "cross-entropy"
     metric_name: str = "top-1 accuracy"
+    #: the metric per item (None: a user's metric, a batch mean, has no per-item form)
+    items: Optional[ItemScore] = None
 
 
 def make_objective(loss: Optional[str] = None, metric: Optional[str] = None) -> Objective:
@@ -59,7 +80,8 @@ def make_objective(loss: Optional[str] = None, metric: Optional[str] = None) -> 
 
     loss_fn: Loss = _own_or_cross_entropy if loss is None else load_callable(loss, "loss")
     score_fn: Score = _top1 if metric is None else _batch_mean(metric, load_callable)
-    return Objective(loss_fn, score_fn, loss or "cross-entropy", metric or "top-1 accuracy")
+    items = _top1_items if metric is None else None
+    return Objective(loss_fn, score_fn, loss or "cross-entropy", metric or "top-1 accuracy", items)
 
 
 def _own_or_cross_entropy(out: Any, y: torch.Tensor) -> torch.Tensor:
@@ -73,6 +95,12 @@ def _top1(out: Any, y: torch.Tensor) -> Tuple[float, int]:
     from undercap.models.outputs import logits_of
 
     return top1_correct(logits_of(out), y)
+
+
+def _top1_items(out: Any, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    from undercap.models.outputs import logits_of
+
+    return top1_items(logits_of(out), y)
 
 
 def _batch_mean(path: str, load: Callable[..., Any]) -> Score:
@@ -135,8 +163,37 @@ class Scored(NamedTuple):
     complete: bool
 
 
-#: (the metric over the items scored so far, how many items: held-out samples) -> stop now
-Stop = Callable[[float, int], bool]
+#: (the metric over the items scored so far, how many items: held-out samples, their
+#: spread: ItemSpread.sd) -> stop now
+Stop = Callable[[float, int, Optional[float]], bool]
+
+
+class ItemSpread:
+    """The spread of the items a sequential look has scored, where the metric is a
+    ratio of per-item sums (correct / predictions) and an item makes several
+    predictions (a text window, one per character): the standard deviation of the
+    residuals c_i - R k_i over the mean predictions per item, R the ratio so far; the
+    ratio estimator's variance is that over m (Cochran, Sampling Techniques, 3rd ed.
+    1977, Sec. 6.3, eq. 6.9). None where every item is one prediction: a Bernoulli
+    item's variance at a threshold is known (train/evalplan.margin)."""
+
+    def __init__(self) -> None:
+        self.m, self.multi = 0, False
+        self.c = self.k = self.cc = self.ck = self.kk = 0.0
+
+    def add(self, c: torch.Tensor, k: torch.Tensor) -> None:
+        self.m += int(c.shape[0])
+        self.multi = self.multi or bool((k > 1).any())
+        self.c, self.k = self.c + float(c.sum()), self.k + float(k.sum())
+        self.cc, self.ck = self.cc + float((c * c).sum()), self.ck + float((c * k).sum())
+        self.kk += float((k * k).sum())
+
+    def sd(self) -> Optional[float]:
+        if not self.multi or self.m < 2 or self.k <= 0:
+            return None
+        r = self.c / self.k
+        residuals = max(self.cc - 2.0 * r * self.ck + r * r * self.kk, 0.0)
+        return math.sqrt(residuals / (self.m - 1)) / (self.k / self.m)
 
 
 @torch.no_grad()
@@ -157,6 +214,7 @@ def score_until(
     was_training = model.training
     model.eval()
     total_loss, total_score, total_n, total_items = 0.0, 0.0, 0, 0
+    spread = ItemSpread() if stop is not None and obj.items is not None else None
     try:
         for i in range(0, x.shape[0], batch_size):
             xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
@@ -166,11 +224,12 @@ def score_until(
             total_score += score
             total_n += n
             total_items += int(yb.shape[0])
-            if (
-                stop is not None
-                and total_items < x.shape[0]
-                and stop(total_score / max(total_n, 1), total_items)
-            ):
+            if stop is None or total_items >= x.shape[0]:
+                continue
+            if spread is not None and obj.items is not None:
+                spread.add(*obj.items(out, yb))
+            sd = None if spread is None else spread.sd()
+            if stop(total_score / max(total_n, 1), total_items, sd):
                 break
     finally:
         model.train(was_training)
