@@ -11,7 +11,8 @@
 #
 #   DATA_DIR=../shared/data OUT=out bash benchmarks/device_eval_text_gpu.sh
 #
-# DEV=sim:jetson-nano TD=cpu SMALL=1: a CPU rehearsal (400 training windows).
+# DEV=sim:jetson-nano TD=cpu SMALL=1: a CPU rehearsal (400 training windows; with a
+# python3 that has torch first on PATH, e.g. PATH=$PWD/.venv/bin:$PATH).
 # Writes summary.md (evaluation seconds over training seconds, looks) and the runs'
 # train.json files (all.tgz) to $OUT.
 set -u
