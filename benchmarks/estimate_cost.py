@@ -171,12 +171,12 @@ def table(results: list[dict[str, Any]]) -> str:
             arms = [("", s, p["same_n"])]
             if "bound" in p:
                 arms.append((" (sparse: bound)", p["bound"], p["bound_same_n"]))
-            for label, s, same in arms:
+            for label, arm, same in arms:
                 rows.append(
-                    f"| {res['job']}{label} | {i} | {d['wall_s']:.1f} s | {s['wall_s']:.1f} s | "
-                    f"{d['wall_s'] / s['wall_s']:.1f}x | {d['eval_share']:.1%} | "
-                    f"{s['eval_share']:.1%} | {d['curve_points']} / {s['curve_points']} | "
-                    f"{_n_text(d, s)} | {'yes' if same else 'NO'} |"
+                    f"| {res['job']}{label} | {i} | {d['wall_s']:.1f} s | {arm['wall_s']:.1f} s | "
+                    f"{d['wall_s'] / arm['wall_s']:.1f}x | {d['eval_share']:.1%} | "
+                    f"{arm['eval_share']:.1%} | {d['curve_points']} / {arm['curve_points']} | "
+                    f"{_n_text(d, arm)} | {'yes' if same else 'NO'} |"
                 )
     return "\n".join(rows)
 
