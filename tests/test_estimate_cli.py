@@ -153,7 +153,9 @@ def test_pretrain_then_parallel_estimate_matches_serial(
     # same seeds, same weights: worker processes give the same N(b) as in-process runs
     assert p.samples_to_target == s.samples_to_target
     assert p.extra["curves"] == s.extra["curves"]
-    assert max(len(c) for c in s.extra["curves"]["8"].values()) > 1  # it did fine-tune
+    # it did fine-tune: a run needed training past the first grid point (a sparse curve
+    # keeps whole evaluations only, so its length says less)
+    assert max(s.samples_to_target[8]) > 64
     # head seeds: one per seed, the same for every b, never the pre-training seed (0)
     runs = run_files(tmp_path / "s.json.runs")
     seeds = {n: json.loads(f.read_text())["init"]["init_seed"] for n, f in runs.items()}

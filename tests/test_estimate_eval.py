@@ -253,6 +253,24 @@ def test_a_look_checks_with_a_bonferroni_z_and_stops_only_when_it_can_tell() -> 
     assert not never.below(0.4)  # nothing checked yet
 
 
+def test_a_far_look_stops_once_it_rules_out_the_target_above_the_far_line() -> None:
+    """A far look (replay) ends far once its items rule out the far line; with their
+    mean at or above that line, once they rule out the target: not far, and no whole
+    evaluation spent on a point below the target."""
+    from undercap.estimate.evalsched import _FarCheck
+
+    z = check_z(2500, 128, 2.7e-3)
+
+    def far_check() -> Check:
+        return _FarCheck(Check(0.35, 2500, 128, z), target=0.4)
+
+    look = far_check()
+    assert not look(0.36, 128)  # the margin at 128 (0.155) rules out neither line
+    assert look(0.36, 1280) and look.below(0.4) and not look.below(0.35)  # not far
+    assert not far_check()(0.34, 1280)  # under the far line: go on, it may show far
+    assert far_check()(0.10, 128)  # far
+
+
 class _Scripted:
     """The Trainer surface run_sparse uses, with a scripted accuracy curve; a look's
     prefix of m items reads the curve's value shifted by `noise(samples, m)`."""

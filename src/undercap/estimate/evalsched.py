@@ -34,7 +34,9 @@ reports the same grid point while evaluating the whole split at only a few:
   tell: 37% of the CIFAR job's evaluation time went to screens).
 * Far jumps with replay (CPU). While a look shows the run below the target minus `far_gap`,
   the next look is `growth` times later, and an in-memory checkpoint
-  (Trainer.state_dict) is kept at every such look. The first look that is not far
+  (Trainer.state_dict) is kept at every such look. A far look tests the far line; one
+  whose items rule the target out while their mean sits at or above that line stops
+  there, not far (the whole split could only have said so). The first look that is not far
   restores the last checkpoint and looks at every grid point from there (replay: CPU
   training is bit-for-bit repeatable at a fixed thread count, so the replayed grid
   points are the dense run's); a look there that shows the run far again resumes the
@@ -111,11 +113,38 @@ def _planned(tr: Any, target: float, params: SparseParams) -> SparseStats:
     return SparseStats(stop, plan.looks, plan.screened, plan.full, replayed_samples=0)
 
 
-def _look(tr: Any, threshold: float, params: SparseParams, tally: _Tally, force: bool) -> Any:
+class _FarCheck(Check):
+    """A far look's check (replay): it rules the point far, below the far line (its
+    threshold); or it stops once the items scored rule out the target while their mean
+    sits at or above the far line, where going on to the whole split could only tell
+    "not far" (bar a mean that falls back): the point is then a near look's, below the
+    target."""
+
+    def __init__(self, check: Check, target: float) -> None:
+        super().__init__(check.threshold, check.items, check.every, check.z, check.item_spread)
+        self.target = target
+
+    def __call__(self, mean: float, m: int, spread: Optional[float] = None) -> bool:
+        if super().__call__(mean, m, spread):
+            return True
+        return self.m == m and mean >= self.threshold and self.below(self.target)
+
+
+def _look(
+    tr: Any,
+    threshold: float,
+    params: SparseParams,
+    tally: _Tally,
+    force: bool,
+    target: Optional[float] = None,
+) -> Any:
     """One grid point's sequential look against `threshold` (the whole split when
-    `force`d: the end of the budget). (its curve point or None, its Check)."""
+    `force`d: the end of the budget; a far look's, _FarCheck, given the `target`).
+    (its curve point or None, its Check)."""
     tally.looks += 1
     check = Check.for_look(threshold, tr, params)
+    if target is not None:
+        check = _FarCheck(check, target)
     if force:
         point = tr.evaluate()
     else:
@@ -142,8 +171,8 @@ def _replayed(tr: Any, target: float, params: SparseParams) -> SparseStats:
         if far:
             if due < look_at and not at_end:
                 continue
-            point, _ = _look(tr, far_line, params, tally, at_end)
-            ruled_out = point is None or point.accuracy < far_line
+            point, seen = _look(tr, far_line, params, tally, at_end, target)
+            ruled_out = seen.below(far_line) if point is None else point.accuracy < far_line
             if ruled_out and not at_end:
                 check, check_at = _snapshot(tr), due
                 look_at = next_look(due, every, params.growth)
@@ -153,7 +182,7 @@ def _replayed(tr: Any, target: float, params: SparseParams) -> SparseStats:
                 tally.replayed += due - check_at
                 _restore(tr, check)
                 prev_due = check_at
-            continue  # a far look that does not rule out is whole: this point is done
+            continue  # a far look that is not far is whole or below the target: done
         point, seen = _look(tr, target, params, tally, at_end)
         if point is None and seen.below(far_line):  # fell back far
             far, check, check_at = True, _snapshot(tr), due
