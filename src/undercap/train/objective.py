@@ -41,19 +41,24 @@ def cross_entropy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits, y)
 
 
-def top1_correct(logits: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
-    """Correct top-1 predictions and predictions made (per position for sequences);
-    labels of -100 (cross-entropy's and Hugging Face's ignore index) are not scored."""
+def _top1_hits(logits: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Which predictions are top-1 right, and which are scored: labels of -100
+    (cross-entropy's and Hugging Face's ignore index) are not."""
     keep = y != -100
-    return float(((logits.argmax(dim=-1) == y) & keep).sum()), int(keep.sum())
+    return (logits.argmax(dim=-1) == y) & keep, keep
+
+
+def top1_correct(logits: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
+    """Correct top-1 predictions and predictions made (per position for sequences)."""
+    right, keep = _top1_hits(logits, y)
+    return float(right.sum()), int(keep.sum())
 
 
 def top1_items(logits: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """top1_correct per held-out item: its correct predictions and predictions made
     (one for a class label, one per scored position of a sequence), on the CPU in
     float64 (their squares are summed; MPS has no float64)."""
-    keep = y != -100
-    right = (logits.argmax(dim=-1) == y) & keep
+    right, keep = _top1_hits(logits, y)
     if y.dim() > 1:
         right, keep = right.flatten(1).sum(1), keep.flatten(1).sum(1)
     return right.to("cpu", torch.float64), keep.to("cpu", torch.float64)
