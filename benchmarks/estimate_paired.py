@@ -1,0 +1,198 @@
+"""Benchmark: would a look that reads its items against the run's last whole
+evaluation need fewer of them? From a dense estimate's own per-item records.
+
+The idea (tried, not built): the held-out split is fixed and a run's looks read it in
+one order, so a look at grid point g could score its first m items and difference
+them against the same items at the last whole evaluation g0, d_i = c_i(g) - c_i(g0):
+the whole split's metric at g is then the one at g0 plus N mean(d) / K (K the split's
+predictions), the difference estimator (Cochran, Sampling Techniques, 3rd ed. 1977,
+Sec. 7.1), with the one-sided Student t margin of d's spread. It pays if few items
+change between near grid points, so that d spreads far less than the items.
+
+Records a dense estimate of benchmarks/estimate_cost.py's `cifar` and `text` jobs
+(one torch thread), keeping at every whole evaluation each held-out item's correct
+predictions (Objective.items, in the order a look scores them, from the same forward
+pass). Then, per run, over the grid points from the first within the far gap (0.05)
+of the target to N(b), the floor's setting (benchmarks/estimate_floor.py: far points
+skipped for free): the items a sequential look needs to rule each point out
+(train/evalplan.Check at the estimate's checks and z, the windows' spread on text),
+the whole split where none can, beside the same with the difference estimator in
+place of the items' spread from 30 items on, its control the last look that ran
+whole (the point before the first near one to start). Also: the share of items whose
+score changed between consecutive grid points, and the spread of the items and of d.
+
+    .venv/bin/python benchmarks/estimate_paired.py     # ~25 min on one core
+Writes benchmarks/results/estimate_paired.md. Skips (exit 0) without the shared data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+OUT = REPO / "benchmarks" / "results"
+JOBS = ("cifar", "text")
+
+#: a run's whole evaluations: (samples, metric, hits per item, predictions per item)
+Points = list[tuple[int, float, Any, Any]]
+
+
+def record(job: str, data_dir: Path) -> tuple[dict[int, Points], dict[int, int], float]:
+    """The dense estimate of `job` with each whole evaluation's items by b; N(b); target."""
+    import dataclasses
+
+    import estimate_cost as E
+    import torch
+
+    import undercap.train.loop as L
+    from undercap.estimate import estimate
+    from undercap.train.objective import make_objective
+
+    runs: dict[int, Points] = {}
+    real = L.Trainer.evaluate
+
+    def evaluate(self: Any) -> Any:
+        obj, seen = self.objective or make_objective(), []
+
+        def score(out: Any, y: Any) -> Any:  # the items of the same forward pass
+            seen.append(obj.items(out, y))
+            return obj.score(out, y)
+
+        self.objective = dataclasses.replace(obj, score=score)
+        try:
+            point = real(self)
+        finally:
+            self.objective = obj
+        hits, preds = (torch.cat(t).numpy() for t in zip(*seen, strict=True))
+        runs.setdefault(self.cfg.batch_size, []).append((self.samples, point.accuracy, hits, preds))
+        return point
+
+    L.Trainer.evaluate = evaluate
+    try:
+        cfg = E.configs(job, data_dir)
+        eff = estimate(cfg, cache_dir=None, torch_device="cpu", progress=False, threads=1,
+                       log=lambda _m: None)  # fmt: skip
+    finally:
+        L.Trainer.evaluate = real
+    n = {int(b): r[0] for b, r in eff.samples_to_target.items()}
+    return runs, n, float(cfg.target_accuracy)
+
+
+def look_items(hits: Any, preds: Any, threshold: float, control: Any, every: int, z: float) -> int:
+    """Items a look needs before a check rules the point out (the whole split: none
+    can); with a `control` (hits at the last whole look) the difference estimator."""
+    from undercap.train.evalplan import LAST_CHECK, margin, t_quantile
+
+    n, total = len(hits), float(preds.sum())
+    for m in range(every, int(LAST_CHECK * n) + 1, every):
+        c, k = hits[:m], preds[:m]
+        mean, fpc = float(c.sum() / k.sum()), (n - m) / (n - 1)
+        high = (float(c.sum()) + float(preds[m:].sum())) / total
+        if control is not None and m >= 30:
+            d = c - control[:m]
+            paired = float(control.sum()) / total + n * float(d.mean()) / total
+            paired += t_quantile(z, m - 1) * n / total * float(d.std(ddof=1)) * math.sqrt(fpc / m)
+            upper = min(mean + margin(threshold, m, n, z), high, paired)
+        else:
+            upper = min(mean + margin(threshold, m, n, z, spread(c, k)), high)
+        if upper < threshold:
+            return m
+    return n
+
+
+def spread(c: Any, k: Any) -> float | None:
+    """The ratio estimator's residual spread of items of several predictions
+    (objective.ItemSpread); None for one prediction each."""
+    if (k <= 1).all():
+        return None
+    r = c.sum() / k.sum()
+    return float(math.sqrt(((c - r * k) ** 2).sum() / (len(c) - 1)) / k.mean())
+
+
+def run_row(b: int, points: Points, n_b: int, target: float) -> dict[str, Any]:
+    """One run's near-phase items, plain and paired, and how its items change."""
+    from undercap import defaults
+    from undercap.estimate.runs import MIN_CHECKS
+    from undercap.train.evalplan import check_count, check_z
+
+    points = [p for p in points if p[0] <= n_b]
+    n = len(points[0][2])
+    every = defaults.ESTIMATE_CHECK_SAMPLES
+    if check_count(n, every) < MIN_CHECKS:  # estimate/runs._effective_sparse
+        every = int(0.9 * n) // MIN_CHECKS
+    z = check_z(n, every, defaults.ESTIMATE_LOOK_ERROR)
+    line = target - defaults.ESTIMATE_SPARSE_FAR_GAP
+    first = next(i for i, p in enumerate(points) if p[1] >= line or p[0] == n_b)
+    control = points[first - 1][2] if first > 0 else None
+    plain = paired = 0
+    for _, _, hits, preds in points[first:-1]:
+        plain += look_items(hits, preds, target, None, every, z)
+        m = look_items(hits, preds, target, control, every, z)
+        paired += m
+        control = hits if m == n else control
+    pairs = list(zip(points, points[1:], strict=False))
+    per = float(points[0][3].mean())
+    return {
+        "b": b, "n_b": n_b, "near": len(points) - 1 - first, "items": n,
+        "plain": plain + n, "paired": paired + n,
+        "changed": statistics.median(float((q[2] != p[2]).mean()) for p, q in pairs),
+        "sd_items": statistics.median(float(q[2].std(ddof=1)) / per for _, q in pairs),
+        "sd_d": statistics.median(float((q[2] - p[2]).std(ddof=1)) / per for p, q in pairs),
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    if not args.data_dir.is_dir():
+        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
+        return 0
+    import torch
+
+    torch.set_num_threads(1)
+    lines = [
+        "# Estimate cost: looks read against the last whole evaluation",
+        "",
+        "benchmarks/estimate_paired.py (its docstring): items the looks from the first grid "
+        "point within 0.05 of the target to N(b) score (N(b)'s whole split included), each "
+        "look on its own (the estimate's check) and read against the last whole look "
+        "(difference estimator); medians over consecutive grid points of the share of "
+        "items whose score changed and of the spread (per prediction) of the items and of "
+        "their differences.",
+        "",
+        "| job | b | N(b) | points before N(b) from the first near one | held-out items | "
+        "items, own check | items, "
+        "against the last whole look | saved | items changed | spread items / d |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for job in args.jobs.split(","):
+        runs, n_b, target = record(job, args.data_dir)
+        rows = [run_row(b, runs[b], n_b[b], target) for b in sorted(runs)]
+        for r in rows:
+            lines.append(
+                f"| {job} | {r['b']} | {r['n_b']} | {r['near']} | {r['items']} | {r['plain']} "
+                f"| {r['paired']} | {1 - r['paired'] / r['plain']:.1%} | {r['changed']:.1%} "
+                f"| {r['sd_items']:.3f} / {r['sd_d']:.3f} |"
+            )
+        plain, paired = sum(r["plain"] for r in rows), sum(r["paired"] for r in rows)
+        lines.append(f"| {job} | all | | | | {plain} | {paired} | {1 - paired / plain:.1%} | | |")
+        print("\n".join(lines[-len(rows) - 1 :]), flush=True)
+    text = "\n".join(lines) + "\n"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "estimate_paired.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
