@@ -126,17 +126,30 @@ def _look_images(right: Any, check: Any, n: int) -> int:
     return n
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def args_or_skip(
+    doc: str, argv: list[str] | None, jobs: tuple[str, ...] = ()
+) -> argparse.Namespace | None:
+    """The arguments of a benchmark on the shared data (--data-dir, --out, --jobs where
+    it has `jobs`); None, said so, where the data is not there. One torch thread."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    if jobs:
+        p.add_argument("--jobs", default=",".join(jobs), help="comma list of " + ", ".join(jobs))
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     if not args.data_dir.is_dir():
         print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
-        return 0
+        return None
     import torch
 
     torch.set_num_threads(1)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = args_or_skip(__doc__, argv)
+    if args is None:
+        return 0
     runs, costs = record(args.data_dir)
     rows = floor(runs, costs)
     tr, ev = costs["train_s_per_sample"], costs["eval_s_per_image"]
@@ -163,9 +176,13 @@ def main(argv: list[str] | None = None) -> int:
         f"of it ({total_w / (total_t + total_w):.1%} with whole evaluations only).",
         "",
     ]
-    text = "\n".join(lines)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "estimate_floor.md").write_text(text)
+    return write_md(args.out / "estimate_floor.md", "\n".join(lines))
+
+
+def write_md(path: Path, text: str) -> int:
+    """Write and print a benchmark's results page; main's exit code."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
     print(text)
     return 0
 

@@ -27,7 +27,6 @@ Writes benchmarks/results/estimate_paired.md. Skips (exit 0) without the shared 
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -149,17 +148,11 @@ def run_row(b: int, points: Points, n_b: int, target: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
-    p.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
-    p.add_argument("--out", type=Path, default=OUT)
-    args = p.parse_args(argv)
-    if not args.data_dir.is_dir():
-        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
-        return 0
-    import torch
+    from estimate_floor import args_or_skip, write_md
 
-    torch.set_num_threads(1)
+    args = args_or_skip(__doc__, argv, JOBS)
+    if args is None:
+        return 0
     lines = [
         "# Estimate cost: looks read against the last whole evaluation",
         "",
@@ -187,11 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         plain, paired = sum(r["plain"] for r in rows), sum(r["paired"] for r in rows)
         lines.append(f"| {job} | all | | | | {plain} | {paired} | {1 - paired / plain:.1%} | | |")
         print("\n".join(lines[-len(rows) - 1 :]), flush=True)
-    text = "\n".join(lines) + "\n"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "estimate_paired.md").write_text(text)
-    print(text)
-    return 0
+    return write_md(args.out / "estimate_paired.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
