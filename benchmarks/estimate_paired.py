@@ -119,13 +119,13 @@ def run_row(b: int, points: Points, n_b: int, target: float) -> dict[str, Any]:
     """One run's near-phase items, plain and paired, and how its items change."""
     from undercap import defaults
     from undercap.estimate.runs import MIN_CHECKS
-    from undercap.train.evalplan import check_count, check_z
+    from undercap.train.evalplan import LAST_CHECK, check_count, check_z
 
     points = [p for p in points if p[0] <= n_b]
     n = len(points[0][2])
     every = defaults.ESTIMATE_CHECK_SAMPLES
     if check_count(n, every) < MIN_CHECKS:  # estimate/runs._effective_sparse
-        every = int(0.9 * n) // MIN_CHECKS
+        every = int(LAST_CHECK * n) // MIN_CHECKS
     z = check_z(n, every, defaults.ESTIMATE_LOOK_ERROR)
     line = target - defaults.ESTIMATE_SPARSE_FAR_GAP
     first = next(i for i, p in enumerate(points) if p[1] >= line or p[0] == n_b)
