@@ -205,6 +205,7 @@ def test_sparse_and_dense_runs_are_apart_in_the_cache(tmp_path: Path) -> None:
         (["--eval-every", "4096"], "coarser than the sample budget"),
         (["--screen-samples", "5000"], "larger than the 150 held-out samples"),
         (["--screen-samples", "200", "--eval-max-samples", "100"], "larger than the 100"),
+        (["--screen-samples", "64", "--eval-schedule", "dense"], "drop one of the two"),
     ],
 )
 def test_bad_schedule_settings_are_one_line_exit_2(

@@ -220,7 +220,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--screen-samples",
         type=positive_int,
         default=None,
-        help="sparse: a look checks its verdict every N held-out samples "
+        help="sparse only (an error with --eval-schedule dense): a look checks its "
+        "verdict every N held-out samples "
         f"(default {defaults.ESTIMATE_CHECK_SAMPLES}, or four checks on a split too small "
         "for four of those; on a GPU at least 512, its evaluation batch)",
     )

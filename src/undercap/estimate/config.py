@@ -115,6 +115,11 @@ class EstimateConfig(UserCode, _Estimated):
             raise UndercapError(f"--eval-schedule {self.eval_schedule!r}: use dense or sparse")
         if self.screen_samples is not None and self.screen_samples < 1:
             raise UndercapError("--screen-samples must be a positive number of samples")
+        if self.screen_samples is not None and self.eval_schedule == "dense":
+            raise UndercapError(
+                "--screen-samples spaces a sparse look's checks; --eval-schedule dense "
+                "evaluates the whole split at every point (drop one of the two)"
+            )
         subset, split = self.screen_samples, self.eval_max_samples
         if subset is not None and split is not None and subset > split:
             raise UndercapError(
