@@ -165,6 +165,7 @@ def test_from_selection_sets_batch_frequency_limit_and_lr_scaling(tmp_path, caps
     [
         (["--model", "resnet18"], "selected for model 'small-cnn'"),
         (["--checkpoint-dir", "NOPE", "--resume"], "no checkpoint"),
+        (["--eval-every", "4096"], "coarser than the sample budget 3000"),
     ],
 )
 def test_cli_errors_are_one_line(tmp_path, capsys, extra, message):

@@ -274,6 +274,11 @@ def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, A
         online=args.online,
     )
     spec.validate()  # a missing target, a bad budget: one line before any work
+    if args.eval_every is not None and args.eval_every > spec.max_samples:
+        raise UndercapError(
+            f"--eval-every {args.eval_every} is coarser than the sample budget "
+            f"{spec.max_samples}: the time to accuracy would be one evaluation at the end"
+        )
     return spec, t.get("data")
 
 
