@@ -86,33 +86,33 @@ def record(job: str, data_dir: Path) -> tuple[dict[int, Points], dict[int, int],
 
 def look_items(hits: Any, preds: Any, threshold: float, control: Any, every: int, z: float) -> int:
     """Items a look needs before a check rules the point out (the whole split: none
-    can); with a `control` (hits at the last whole look) the difference estimator."""
-    from undercap.train.evalplan import LAST_CHECK, margin, t_quantile
+    can): the estimate's own check (train/evalplan.Check, the windows' spread from
+    objective.ItemSpread); with a `control` (hits at the last whole look), from
+    SPREAD_MIN_ITEMS on, the difference estimator's t bound in place of the spread."""
+    import torch
+
+    from undercap.train.evalplan import LAST_CHECK, SPREAD_MIN_ITEMS, Check, t_quantile
+    from undercap.train.objective import ItemSpread
 
     n, total = len(hits), float(preds.sum())
+    check = Check(threshold, n, every, z)
     for m in range(every, int(LAST_CHECK * n) + 1, every):
         c, k = hits[:m], preds[:m]
-        mean, fpc = float(c.sum() / k.sum()), (n - m) / (n - 1)
-        high = (float(c.sum()) + float(preds[m:].sum())) / total
-        if control is not None and m >= 30:
-            d = c - control[:m]
-            paired = float(control.sum()) / total + n * float(d.mean()) / total
-            paired += t_quantile(z, m - 1) * n / total * float(d.std(ddof=1)) * math.sqrt(fpc / m)
-            upper = min(mean + margin(threshold, m, n, z), high, paired)
-        else:
-            upper = min(mean + margin(threshold, m, n, z, spread(c, k)), high)
-        if upper < threshold:
+        mean = float(c.sum() / k.sum())
+        if control is None or m < SPREAD_MIN_ITEMS:
+            items = ItemSpread()
+            items.add(torch.from_numpy(c), torch.from_numpy(k))
+            if check(mean, m, items.sd()):
+                return m
+            continue
+        check(mean, m)  # the bound and the rest-all-right cap, without the spread
+        d = c - control[:m]
+        paired = float(control.sum()) / total + n * float(d.mean()) / total
+        fpc = (n - m) / (n - 1)
+        paired += t_quantile(z, m - 1) * n / total * float(d.std(ddof=1)) * math.sqrt(fpc / m)
+        if min(check.upper(threshold), paired) < threshold:
             return m
     return n
-
-
-def spread(c: Any, k: Any) -> float | None:
-    """The ratio estimator's residual spread of items of several predictions
-    (objective.ItemSpread); None for one prediction each."""
-    if (k <= 1).all():
-        return None
-    r = c.sum() / k.sum()
-    return float(math.sqrt(((c - r * k) ** 2).sum() / (len(c) - 1)) / k.mean())
 
 
 def run_row(b: int, points: Points, n_b: int, target: float) -> dict[str, Any]:
