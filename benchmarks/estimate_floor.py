@@ -138,10 +138,10 @@ def bound_images(points: list[tuple[float, Any]], samples: list[int], target: fl
         for (acc, _), s in zip(points[:-1], samples[:-1], strict=True)
         if acc >= far and s < 0.98 * n_b
     ]
-    return sum(test_size(acc, target, n) for acc in near + [points[-1][0]])
+    return sum(items_to_tell(acc, target, n) for acc in near + [points[-1][0]])
 
 
-def test_size(acc: float, target: float, n: int, z: float = 1.645) -> int:
+def items_to_tell(acc: float, target: float, n: int, z: float = 1.645) -> int:
     """Items of n a one-sided z-test that knows `acc` needs to tell it from `target`."""
     gap = abs(acc - target)
     if gap == 0.0:
