@@ -101,7 +101,8 @@ def record(data_dir: Path) -> tuple[dict[int, list[tuple[float, Any]]], dict[str
 
 
 def floor(runs: dict[int, list[tuple[float, Any]]], costs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each run's floor (module docstring): images a look needs at each grid point."""
+    """Each run's floor (module docstring): images a look needs at each grid point,
+    and the images the bound's oracle-sized tests score."""
     from undercap import defaults
     from undercap.train.evalplan import Check, check_z
 
@@ -109,36 +110,22 @@ def floor(runs: dict[int, list[tuple[float, Any]]], costs: dict[str, Any]) -> li
     gap, check_every = defaults.ESTIMATE_SPARSE_FAR_GAP, defaults.ESTIMATE_CHECK_SAMPLES
     rows = []
     for b, points in sorted(runs.items()):
-        n = len(points[0][1])
+        n, n_b = len(points[0][1]), costs["n"][b]
         z = check_z(n, check_every, defaults.ESTIMATE_LOOK_ERROR)
-        images = whole_only = 0
-        near = 0
-        for acc, right in points[:-1]:  # the last is N(b): whole
+        images = whole_only = near = 0
+        bound = items_to_tell(points[-1][0], target, n)  # N(b): told it is above
+        # the last point is N(b): whole
+        for (acc, right), s in zip(points[:-1], costs["samples"][b][:-1], strict=True):
             if acc < target - gap:
                 continue
             near += 1
             whole_only += n
             images += _look_images(right, Check(target, n, check_every, z), n)
-        images, whole_only = images + n, whole_only + n
-        rows.append({"b": b, "n_b": costs["n"][b], "near_points": near, "images": images,
-                     "whole_only_images": whole_only,
-                     "bound_images": bound_images(points, costs["samples"][b], target)})  # fmt: skip
+            if s < 0.98 * n_b:  # within 2% of N(b): accepted as N(b)
+                bound += items_to_tell(acc, target, n)
+        rows.append({"b": b, "n_b": n_b, "near_points": near, "images": images + n,
+                     "whole_only_images": whole_only + n, "bound_images": bound})  # fmt: skip
     return rows
-
-
-def bound_images(points: list[tuple[float, Any]], samples: list[int], target: float) -> int:
-    """Images the bound's oracle-sized tests score on one run (module docstring): each
-    near grid point before N(b) but more than 2% short of it, and N(b)."""
-    from undercap import defaults
-
-    n, n_b = len(points[0][1]), samples[len(points) - 1]
-    far = target - defaults.ESTIMATE_SPARSE_FAR_GAP
-    near = [
-        acc
-        for (acc, _), s in zip(points[:-1], samples[:-1], strict=True)
-        if acc >= far and s < 0.98 * n_b
-    ]
-    return sum(items_to_tell(acc, target, n) for acc in near + [points[-1][0]])
 
 
 def items_to_tell(acc: float, target: float, n: int, z: float = 1.645) -> int:
