@@ -41,7 +41,7 @@ DEVICE_TESTS = (
     "test_jetson_boards.py", "test_layout.py", "test_models.py", "test_nvml.py",
     "test_profile.py", "test_profile_sweep.py", "test_read_only.py", "test_sampler.py",
     "test_select.py", "test_simulated.py", "test_trace.py", "test_train.py",
-    "test_train_cli.py", "test_evalplan.py",
+    "test_train_cli.py", "test_evalplan.py", "test_faults.py",
 )  # fmt: skip
 
 

@@ -185,7 +185,7 @@ def test_read_only_with_no_smaller_batch_stops_with_a_checkpoint(digits, tmp_pat
     """Nothing left to step down to: CapExceededError (exit 4) after a checkpoint; a
     clock asked for on a read-only device is not locked, and the result says so."""
     dev = nano(read_only=True)
-    with pytest.raises(CapExceededError, match="--resume") as e:
+    with pytest.raises(CapExceededError, match="resume") as e:
         train(
             dev,
             digits,

@@ -37,6 +37,10 @@ MARGIN_ALPHA = 0.01
 TRAIN_SAMPLE_RATE_HZ = 100.0
 #: the robust peak is the highest moving average over this window (devices/sampler.py)
 PEAK_WINDOW_S = 0.2
+#: a power reading above this (or negative, or not a number) is one no sensor of a
+#: single GPU or board can give: set aside with a warning, never a peak (the largest
+#: single-GPU boards draw about 1 kW; a Jetson under 100 W)
+MAX_PLAUSIBLE_POWER_W = 5000.0
 #: the shortest power window the guard judges (devices.base.power_window_s widens it
 #: for slow sensors); the robust peak's window, so the guard acts on what the limit means
 GUARD_WINDOW_S = PEAK_WINDOW_S
@@ -145,6 +149,10 @@ COMPARE_SEEDS = 3
 # --- power caps that change during training ----------------------------------------------
 #: a live power source (--power-source FILE) is read again every this many seconds
 POWER_SOURCE_POLL_S = 10.0
+#: a paused run (no configuration fits the cap) gives up after waiting this long for
+#: power, in seconds of the schedule's clock (exit 4, checkpointed): longer than a night
+#: off a solar panel, short of a board left waiting for days
+MAX_POWER_WAIT_S = 86_400.0
 
 # --- devices --------------------------------------------------------------------------
 #: the device commands use when none is named

@@ -49,6 +49,12 @@ class CapExceededError(InfeasibleError):
     exit_code = EXIT_CAP_EXCEEDED
 
 
+class PowerWaitError(CapExceededError):
+    """Training paused for a cap under which no configuration runs, and the cap did not
+    rise within the run's bound (`--max-wait-s`): stopped like a run over its cap
+    (exit 4, after a checkpoint), rather than waiting without end."""
+
+
 class MissingExtraError(UndercapError):
     """An optional dependency is not installed: the message names the pip install."""
 

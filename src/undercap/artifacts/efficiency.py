@@ -153,7 +153,7 @@ def load_efficiency(path: PathLike) -> Efficiency:
 
 
 def save_efficiency(path: PathLike, eff: Efficiency) -> Path:
-    return save_json(path, eff.to_dict())
+    return save_json(path, eff.to_dict(), Efficiency.from_dict)
 
 
 # --- several proxies ------------------------------------------------------------------------
@@ -248,4 +248,4 @@ def save_efficiency_set(path: PathLike, effs: EfficiencySet) -> Path:
     """One proxy: the single-proxy artifact (unchanged format); several: the set."""
     if len(effs.members) == 1:
         return save_efficiency(path, effs.members[0])
-    return save_json(path, effs.to_dict())
+    return save_json(path, effs.to_dict(), EfficiencySet.from_dict)

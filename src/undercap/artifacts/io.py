@@ -6,6 +6,7 @@ onto the destination. Rename is atomic on POSIX, so a crash or SIGKILL mid-write
 leaves either the old file or the new one, never half of one. No torch import.
 """
 
+import codecs
 import contextlib
 import hashlib
 import json
@@ -14,7 +15,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Type, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Type, Union
 
 from undercap.errors import ArtifactError, UndercapError
 
@@ -29,20 +30,127 @@ PathLike = Union[str, Path]
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """Yield a temp path next to `path`; when the block succeeds the temp file is
-    fsync'd and renamed onto `path`, when it fails the temp file is removed."""
+    fsync'd, given the mode the user's umask gives new files, and renamed onto `path`;
+    when it fails the temp file is removed and `path` is as it was. A write the disk or
+    the folder refuses (full, too large, read-only, a file where a folder belongs) is
+    one ArtifactError naming the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    make_dirs(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise ArtifactError(f"cannot write {path}: {_reason(e)}") from e
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, _new_file_mode())  # mkstemp's 0600, not what the user's umask says
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise ArtifactError(
+                f"cannot write {path}: {_reason(e)}; the file is as it was before"
+            ) from e
         raise
+
+
+def _reason(e: OSError) -> str:
+    """An OSError as a few words: its strerror ("No space left on device"), else str."""
+    return e.strerror or str(e) or type(e).__name__
+
+
+def _new_file_mode() -> int:
+    """0666 less the process's umask: what open() would have given a new file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def make_dirs(folder: PathLike) -> Path:
+    """mkdir -p, with a file in the way or a refused folder as one ArtifactError."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ArtifactError(f"cannot make the folder {folder}: {_blocker(folder, e)}") from e
+    return folder
+
+
+def _blocker(path: Path, e: OSError) -> str:
+    """Why `path` cannot be made: the nearest ancestor that is a file, else the OS's words."""
+    for parent in [path, *path.parents]:
+        if parent.exists() and not parent.is_dir():
+            return f"{parent} is a file, not a folder"
+    return _reason(e)
+
+
+def check_output(path: PathLike, *, folder: bool = False, what: str = "output") -> Path:
+    """Refuse, before any work, an output that cannot be written: a file where a folder
+    is needed on its way (or a folder where the file goes), or an ancestor the user may
+    not write into. Makes nothing: a refused run leaves the disk as it was."""
+    path = Path(path)
+    if path.exists():
+        if folder != path.is_dir():
+            kind = "a folder" if path.is_dir() else "a file"
+            raise ArtifactError(f"{what} {path} is {kind}; give a {'folder' if folder else 'file'}")
+        target = path if folder else path.parent
+        writable = os.access(target, os.W_OK | os.X_OK)  # novermin: flags, not types
+        if not writable or not os.access(path, os.W_OK):
+            raise ArtifactError(f"{what} {path}: not writable by this user")
+        return path
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ArtifactError(f"{what} {path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):  # novermin: flags
+        raise ArtifactError(f"{what} {path}: cannot create it in {ancestor} (not writable)")
+    return path
+
+
+def read_text(path: PathLike, *, what: str, error: Type[UndercapError] = ArtifactError) -> str:
+    """A text file's contents: UTF-8, or UTF-8/16/32 with a byte-order mark (what
+    Windows editors and PowerShell save). Missing, unreadable and undecodable files are
+    one `error` naming `what` and the path."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as e:
+        raise error(f"{what} {path} does not exist") from e
+    except OSError as e:
+        raise error(f"cannot read {what} {path}: {_reason(e)}") from e
+    return decode_text(raw, path, what=what, error=error)
+
+
+def decode_text(
+    raw: bytes, path: PathLike, *, what: str, error: Type[UndercapError] = ArtifactError
+) -> str:
+    """`raw` as text: UTF-8, or UTF-8/16/32 by its byte-order mark; anything else is
+    one `error` naming `what` and the path."""
+    encoding = next((enc for bom, enc in _BOMS if raw.startswith(bom)), "utf-8")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        raise error(f"{what} {path} is not UTF-8 text (byte {e.start}); save it as UTF-8") from e
+
+
+def has_bom(raw: bytes) -> bool:
+    """Whether `raw` starts with a UTF-8/16/32 byte-order mark."""
+    return any(raw.startswith(bom) for bom, _ in _BOMS)
+
+
+# Longest first: UTF-32 LE's mark begins with UTF-16 LE's. The *-sig / BOM-aware codecs
+# drop the mark.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 def write_atomic(path: PathLike, text: str) -> Path:
@@ -52,24 +160,30 @@ def write_atomic(path: PathLike, text: str) -> Path:
     return Path(path)
 
 
-def save_json(path: PathLike, obj: Mapping[str, Any]) -> Path:
-    """Save a JSON object atomically (NaN/inf are refused: they are not JSON)."""
+def save_json(
+    path: PathLike,
+    obj: Mapping[str, Any],
+    check: Optional[Callable[[Dict[str, Any], PathLike], Any]] = None,
+) -> Path:
+    """Save a JSON object atomically (NaN/inf are refused: they are not JSON). `check`:
+    the artifact's own loader, run on what would be written, so a file undercap would
+    refuse to read is never written (ArtifactError, the old file as it was)."""
     try:
         text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
     except ValueError as e:
         raise ArtifactError(f"refusing to write {path}: {e}") from e
+    if check is not None:
+        try:
+            check(json.loads(text), path)
+        except ArtifactError as e:
+            raise ArtifactError(f"refusing to write {e}") from e
     return write_atomic(path, text)
 
 
 def load_json(path: PathLike, *, what: str = "artifact") -> Dict[str, Any]:
     """A JSON object from `path`; every problem is one ArtifactError naming the file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise ArtifactError(f"{what} file {path} does not exist") from e
-    except OSError as e:
-        raise ArtifactError(f"cannot read {what} file {path}: {e.strerror}") from e
+    text = read_text(path, what=f"{what} file")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
@@ -110,7 +224,69 @@ def file_sha256(path: PathLike, *, what: str = "file") -> str:
                 h.update(chunk)
     except FileNotFoundError as e:
         raise ArtifactError(f"{what} {path} does not exist") from e
+    except OSError as e:
+        raise ArtifactError(f"cannot read {what} {path}: {_reason(e)}") from e
     return h.hexdigest()
+
+
+LOCK_NAME = ".undercap.lock"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: PathLike, *, what: str = "output folder") -> Iterator[Path]:
+    """Hold `folder` for this process while the block runs: a second undercap command
+    into it is one ArtifactError naming the holder's pid. The lock is an flock(2) on
+    `folder/.undercap.lock`, which the kernel drops when its process ends, however it
+    ends, so a killed run never leaves the folder stuck. The lock file goes when the
+    block ends, and so does a folder this made that is still empty. (No fcntl, as on
+    Windows: no lock.)"""
+    folder = Path(folder)
+    made = not folder.exists()
+    make_dirs(folder)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not a platform undercap runs on
+        yield folder
+        return
+    path = folder / LOCK_NAME
+    fd = _locked_fd(fcntl, path, folder, what)
+    try:
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield folder
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(str(path))  # while still held: the next holder makes a new file
+        os.close(fd)
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if nothing was written into it
+
+
+def _locked_fd(fcntl: Any, path: Path, folder: Path, what: str) -> int:
+    """An fd holding the flock of `path`, the file that is at `path` now: a holder that
+    was releasing may have unlinked the file this opened (then open the new one)."""
+    while True:
+        try:
+            fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o666)  # novermin: flags
+        except OSError as e:
+            raise ArtifactError(f"cannot lock the {what} {folder}: {_reason(e)}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # novermin: flags
+        except OSError as e:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise ArtifactError(
+                f"the {what} {folder} is in use by another undercap command (pid {holder}); "
+                "wait for it to finish or give another folder"
+            ) from e
+        try:
+            same = os.stat(str(path)).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            return fd
+        os.close(fd)
 
 
 def read_toml(
@@ -118,10 +294,8 @@ def read_toml(
 ) -> Dict[str, Any]:
     """A TOML file (device specs, fleet files) as a dict; an unreadable or malformed
     file is one `error` naming `what` and the path."""
-    path = Path(path)
+    text = read_text(path, what=what, error=error)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise error(f"cannot read {what} {path}: {e.strerror or e}") from e
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise error(f"{what} {path} is not valid TOML: {e}") from e

@@ -193,4 +193,4 @@ def load_profile(path: PathLike) -> Profile:
 
 
 def save_profile(path: PathLike, profile: Profile) -> Path:
-    return save_json(path, profile.to_dict())
+    return save_json(path, profile.to_dict(), Profile.from_dict)

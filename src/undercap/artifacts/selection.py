@@ -159,4 +159,4 @@ def load_selection(path: PathLike) -> Selection:
 
 
 def save_selection(path: PathLike, selection: Selection) -> Path:
-    return save_json(path, selection.to_dict())
+    return save_json(path, selection.to_dict(), Selection.from_dict)

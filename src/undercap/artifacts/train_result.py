@@ -128,7 +128,7 @@ class TrainResult:
 
 
 def save_train_result(path: Union[str, Path], result: TrainResult) -> Path:
-    return save_json(path, result.to_dict())
+    return save_json(path, result.to_dict(), TrainResult.from_dict)
 
 
 def load_train_result(path: Union[str, Path]) -> TrainResult:

@@ -98,7 +98,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from undercap.cli.preflight import check_torch_numpy
 
             check_torch_numpy()
-        rc = args.func(args)
+        from undercap.cli.common import held_outputs
+
+        with held_outputs(args):  # every output writable, its folder this run's alone
+            rc = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
     except UndercapError as e:
         if args.debug:
@@ -112,6 +115,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _reader_gone()
+    except OSError as e:  # a file the OS refused that no nearer check named: one line
+        if args.debug:
+            raise
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except SystemExit as e:  # SIGTERM turned into SystemExit by devices.base
         if isinstance(e.code, int) and e.code >= 128:
             print("error: terminated (device settings were restored)", file=sys.stderr)

@@ -1,10 +1,11 @@
 """Argument types and output helpers shared by the command modules (no torch)."""
 
 import argparse
+import contextlib
 import json
 import math
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from undercap import defaults
 
@@ -173,6 +174,15 @@ def add_schedule_args(p: Any) -> None:
         default=defaults.POWER_SOURCE_POLL_S,
         help=f"how often --power-source is read (default {defaults.POWER_SOURCE_POLL_S:g} s)",
     )
+    p.add_argument(
+        "--max-wait-s",
+        type=positive_float,
+        default=defaults.MAX_POWER_WAIT_S,
+        metavar="S",
+        help="when the changing cap lets no configuration run, training pauses (asleep) "
+        "for at most this many seconds at a time, then stops with exit 4 after a "
+        f"checkpoint (default {defaults.MAX_POWER_WAIT_S:g} s)",
+    )
 
 
 def cap_of(args: argparse.Namespace, *, default_w: Optional[float] = None) -> Any:
@@ -183,7 +193,9 @@ def cap_of(args: argparse.Namespace, *, default_w: Optional[float] = None) -> An
 
     if args.power_limit is None and not (args.power_schedule or args.power_source):
         return FixedCap(default_w)
-    return cap_from(args.power_limit, args.power_schedule, args.power_source, args.poll_s)
+    return cap_from(
+        args.power_limit, args.power_schedule, args.power_source, args.poll_s, args.max_wait_s
+    )
 
 
 def add_device_args(
@@ -298,3 +310,39 @@ def add_online_arg(p: Any) -> None:
         f"evaluation at least every {defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES} samples). Off by "
         "default: replayed on the proxy matrix it did not beat the proxies' median",
     )
+
+
+def declare_outputs(
+    p: argparse.ArgumentParser,
+    *,
+    files: Tuple[str, ...] = (),
+    folders: Tuple[str, ...] = (),
+    locked: Tuple[str, ...] = (),
+) -> None:
+    """Name a command's outputs (argument dests): files and folders are checked before
+    the command runs (`held_outputs`), the `locked` folders held for its whole run."""
+    p.set_defaults(output_files=files, output_folders=folders, locked_folders=locked)
+
+
+@contextlib.contextmanager
+def held_outputs(args: argparse.Namespace) -> Iterator[None]:
+    """Before a command does any work: every output it was given can be written
+    (artifacts.io.check_output), and each folder it fills is this run's alone
+    (artifacts.io.folder_lock) until it ends. A refusal changes nothing on disk."""
+    from undercap.artifacts.io import check_output, folder_lock
+
+    def given(names: Tuple[str, ...]) -> List[Tuple[str, Any]]:
+        return [(n, getattr(args, n, None)) for n in names if getattr(args, n, None)]
+
+    for name, path in given(getattr(args, "output_files", ())):
+        check_output(path, what=_flag(name))
+    for name, path in given(getattr(args, "output_folders", ())):
+        check_output(path, folder=True, what=_flag(name))
+    with contextlib.ExitStack() as stack:
+        for _, path in given(getattr(args, "locked_folders", ())):
+            stack.enter_context(folder_lock(path))
+        yield
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")

@@ -13,6 +13,7 @@ from undercap.cli.common import (
     MODEL_HELP,
     add_objective_args,
     add_task_arg,
+    declare_outputs,
     fraction,
     int_list,
     objective_kwargs,
@@ -157,6 +158,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", type=Path, required=True, help="weights file to write")
     p.set_defaults(func=cmd_pretrain)
+    declare_outputs(p, files=("output",))
 
     e = sub.add_parser(
         "estimate",
@@ -264,11 +266,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--fresh", action="store_true", help="discard finished runs in the work dir")
     e.add_argument("-o", "--output", type=Path, required=True, help="efficiency JSON to write")
     e.set_defaults(func=cmd_estimate)
+    declare_outputs(e, files=("output",), folders=("work_dir",))
 
     q = sub.add_parser("plot-efficiency", help="plot accuracy curves and r(b) of an estimate")
     q.add_argument("efficiency", type=Path)
     q.add_argument("-o", "--output", type=Path, required=True, help="image to write (.png)")
     q.set_defaults(func=cmd_plot_efficiency)
+    declare_outputs(q, files=("output",))
 
 
 def _data_spec(args: argparse.Namespace, dataset: Optional[str] = None) -> Any:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from undercap.cli.common import (
+    declare_outputs,
     fraction,
     positive_float,
     positive_int,
@@ -76,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("-o", "--output", type=Path, required=True, help="results folder")
     p.set_defaults(func=cmd_fleet)
+    declare_outputs(p, folders=("output", "cache_dir"), locked=("output",))
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:

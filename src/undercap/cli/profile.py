@@ -11,6 +11,7 @@ from undercap.cli.common import (
     add_device_args,
     add_margin_arg,
     add_task_arg,
+    declare_outputs,
     float_list,
     int_list,
     open_device_from_args,
@@ -97,6 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("-o", "--output", type=Path, required=True, help="profile JSON to write")
     p.set_defaults(func=cmd_profile)
+    declare_outputs(p, files=("output",))
 
     q = sub.add_parser(
         "plot-profile",
@@ -119,6 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("-o", "--output", type=Path, required=True, help="PNG to write")
     q.set_defaults(func=cmd_plot_profile)
+    declare_outputs(q, files=("output",))
 
 
 def cmd_profile(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from undercap.cli.common import (
     add_objective_choice,
     add_schedule_args,
     cap_of,
+    declare_outputs,
     fraction,
     objective_kwargs,
     training_exit_code,
@@ -67,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_training_args(r)
     r.add_argument("-o", "--output", type=Path, required=True, help="results folder")
     r.set_defaults(func=cmd_run)
+    declare_outputs(r, folders=("output", "cache_dir"), locked=("output",))
 
     c = sub.add_parser(
         "compare",
@@ -114,6 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_training_args(c)
     c.add_argument("-o", "--output", type=Path, required=True, help="results folder")
     c.set_defaults(func=cmd_compare)
+    declare_outputs(c, folders=("output", "cache_dir"), locked=("output",))
 
 
 # --- shared set-up ----------------------------------------------------------------

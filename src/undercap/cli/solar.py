@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from undercap.cli.common import positive_float
+from undercap.cli.common import declare_outputs, positive_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", type=Path, default=None, help="also draw the schedule (PNG)")
     p.add_argument("-o", "--output", type=Path, required=True, help="schedule CSV to write")
     p.set_defaults(func=cmd_solar)
+    declare_outputs(p, files=("output", "plot"))
 
 
 def cmd_solar(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from undercap.cli.common import (
     add_schedule_args,
     add_task_arg,
     cap_of,
+    declare_outputs,
     fraction,
     positive_float,
     positive_int,
@@ -204,7 +205,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="FILE",
         help="log every evaluation (samples, device time, energy, accuracy, power) to this "
-        ".csv or .jsonl file, appended on --resume",
+        ".csv or .jsonl file (a fresh run starts it over; --resume keeps it to the checkpoint)",
     )
     r.add_argument(
         "--tensorboard-dir",
@@ -218,6 +219,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_race_args(r)
     add_online_arg(r)
     p.set_defaults(func=run)
+    declare_outputs(
+        p,
+        files=("output", "eval_log"),
+        folders=("checkpoint_dir", "tensorboard_dir"),
+        locked=("checkpoint_dir",),
+    )
 
 
 def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, Any]]]":
@@ -333,12 +340,13 @@ def run(args: argparse.Namespace) -> int:
     from undercap.report.text import train_summary
 
     spec, selection_data = _resolve(args)
+    options = run_options(args)  # a log it cannot write: refused now
     reselector = _reselector(args, spec)
     online = _online(args, spec, reselector)
     with open_device_from_args(args, seed=spec.seed) as device:
         _check_freq_flag(args, device)  # before the data loads
         data = load_splits(data_spec(args, spec.model, selection_data))
-        result = _train(args, device, data, spec, reselector, online)
+        result = _train(args, device, data, spec, options, reselector, online)
     if args.output is not None:
         save_train_result(args.output, result)
     if args.json:
@@ -378,6 +386,9 @@ def run_options(args: argparse.Namespace) -> "RunOptions":
         progress=not args.no_progress,
         eval_log=args.eval_log,
         tensorboard_dir=args.tensorboard_dir,
+        resume_hint="run it again with --resume and a higher --power-limit to go on from there",
+        wait_hint="run it again with --resume (once power is back, or with a longer "
+        "--max-wait-s) to go on from there",
     )
 
 
@@ -386,6 +397,7 @@ def _train(
     device: Any,
     data: Any,
     spec: "TrainSpec",
+    options: "RunOptions",
     reselector: "Optional[Reselector]",
     online: Any = None,
 ) -> "TrainResult":
@@ -393,5 +405,5 @@ def _train(
     from undercap.train import train
 
     if args.race:  # cli/train_race.py: the race on the target first
-        return raced_training(args, device, data, spec, run_options(args), reselector)
-    return train(device, spec, data, run_options(args), reselector, online)
+        return raced_training(args, device, data, spec, options, reselector)
+    return train(device, spec, data, options, reselector, online)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from undercap._compat import isascii
+from undercap.artifacts.io import decode_text, has_bom
 from undercap.errors import DataError
 from undercap.models.vocab import UNK_ID, VOCAB, VOCAB_SIZE
 
@@ -70,15 +71,13 @@ def read_corpus(paths: List[Path]) -> str:
     for p in paths:
         if not p.is_file():
             raise DataError(f"text: {p} not found; expected a UTF-8 plain-text file")
-        raw = p.read_bytes()
-        if b"\x00" in raw[:65536]:
-            raise DataError(f"text: {p} looks binary (NUL bytes); expected UTF-8 plain text")
         try:
-            texts.append(raw.decode("utf-8-sig"))
-        except UnicodeDecodeError as e:
-            raise DataError(
-                f"text: {p} is not UTF-8 (byte {e.start}); re-encode it as UTF-8"
-            ) from e
+            raw = p.read_bytes()
+        except OSError as e:
+            raise DataError(f"text: cannot read {p}: {e.strerror or e}") from e
+        if not has_bom(raw) and b"\x00" in raw[:65536]:  # UTF-16/32 have NULs, and a mark
+            raise DataError(f"text: {p} looks binary (NUL bytes); expected UTF-8 plain text")
+        texts.append(decode_text(raw, p, what="text:", error=DataError))
     return "\n".join(texts)
 
 

@@ -26,10 +26,11 @@ time-weighted mean of the whole window.
 
 import bisect
 import math
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
@@ -119,6 +120,14 @@ def _robust_peak(
     return float(min(np.max((e_end - e_start) / window_s), p.max()))
 
 
+_WARNED_SET_ASIDE: Set[str] = set()
+
+
+def plausible_w(power_w: float) -> bool:
+    """Whether a sensor can give this reading: finite, not negative, not beyond any GPU."""
+    return math.isfinite(power_w) and 0.0 <= power_w <= defaults.MAX_PLAUSIBLE_POWER_W
+
+
 class PowerSampler:
     """Samples a device's power while the `with` block runs (see module docstring)."""
 
@@ -199,10 +208,11 @@ class PowerSampler:
 
     def window_mean_w(self, window_s: float) -> float:
         """Mean of the readings in the most recent `window_s` (for a power guard);
-        the latest reading when none falls inside the window."""
+        the latest reading when none falls inside the window (NaN: one no sensor gives)."""
         t, p = self._started().recent(window_s)
         if t.size == 0:
-            return float(self.device.power_w())
+            now = float(self.device.power_w())
+            return now if plausible_w(now) else math.nan
         return float(p.mean())
 
 
@@ -260,6 +270,8 @@ class _ThreadSampling:
         self._thread = threading.Thread(target=self._run, name="undercap-power", daemon=True)
         self._e0: Optional[float] = None
         self._e1: Optional[float] = None
+        self.set_aside = 0  # readings no sensor can give (plausible_w), not recorded
+        self.first_set_aside_w = math.nan
 
     def start(self) -> None:
         self._e0 = self.device.energy_j()
@@ -281,6 +293,19 @@ class _ThreadSampling:
     def _sample(self) -> None:
         p = float(self.device.power_w())
         t = self.device.now_s()
+        if not plausible_w(p):  # a sensor glitch is no peak: set it aside, say so once
+            self.set_aside += 1
+            if self.set_aside == 1:
+                self.first_set_aside_w = p
+            if self.set_aside == 1 and self.device.name not in _WARNED_SET_ASIDE:
+                _WARNED_SET_ASIDE.add(self.device.name)  # once a process, not per sampler
+                print(
+                    f"warning: {self.device.name}: set aside a power reading of {p:g} W, "
+                    "which no sensor can give (later ones are counted)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return
         with self._lock:
             self._t.append(t)
             self._p.append(p)
@@ -301,6 +326,12 @@ class _ThreadSampling:
         if self._error is not None:
             raise DeviceError(f"power sampling failed: {self._error}") from self._error
         with self._lock:
+            if not self._t and self.set_aside:
+                raise DeviceError(
+                    f"{self.device.name}: none of {self.set_aside} power readings was one a "
+                    f"sensor can give (e.g. {self.first_set_aside_w:g} W); check its power "
+                    "rails with `undercap devices`"
+                )
             return np.array(self._t), np.array(self._p)
 
     def recent(self, window_s: float) -> Tuple[np.ndarray, np.ndarray]:

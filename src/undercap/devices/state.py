@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from undercap import defaults
-from undercap.artifacts.io import write_atomic
+from undercap.artifacts.io import decode_text, write_atomic
 from undercap.errors import DeviceError, DevicePermissionError
 
 log = logging.getLogger(__name__)
@@ -133,12 +133,16 @@ def read_state(path: Union[str, Path]) -> SavedState:
     """Load and check a state file; malformed files raise DeviceError naming the file."""
     path = Path(path)
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError as e:
         raise DeviceError(f"state file {path} does not exist") from e
     except PermissionError as e:
         raise DevicePermissionError(f"cannot read {path}: permission denied; run as root") from e
-    except (OSError, json.JSONDecodeError) as e:
+    except OSError as e:
+        raise DeviceError(f"{path} is not a readable undercap state file ({e})") from e
+    try:
+        obj = json.loads(decode_text(raw, path, what="state file", error=DeviceError))
+    except json.JSONDecodeError as e:
         raise DeviceError(f"{path} is not a readable undercap state file ({e})") from e
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
         raise DeviceError(f"{path} is not an undercap state file (schema {SCHEMA!r} expected)")

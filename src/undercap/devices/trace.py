@@ -30,6 +30,7 @@ import math
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 
+from undercap.artifacts.io import read_text
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import DeviceInfo
 from undercap.devices.simulated.device import SPEC_DIR, SimulatedDevice, known_names
@@ -80,15 +81,11 @@ def _parse(raw: Dict[str, str], where: str) -> Tuple[str, Key, Tuple[float, floa
 def read_trace(path: Union[str, Path]) -> Trace:
     """Read and check a trace file; every problem is one DeviceError line."""
     path = Path(path)
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise DeviceError(f"trace {path}: missing column(s) {', '.join(missing)}")
-            parsed = [_parse(raw, f"trace {path} line {i}") for i, raw in enumerate(reader, 2)]
-    except OSError as e:
-        raise DeviceError(f"cannot read trace {path}: {e.strerror or e}") from e
+    reader = csv.DictReader(read_text(path, what="trace", error=DeviceError).splitlines())
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DeviceError(f"trace {path}: missing column(s) {', '.join(missing)}")
+    parsed = [_parse(raw, f"trace {path} line {i}") for i, raw in enumerate(reader, 2)]
     boards = {board for board, _, _ in parsed}
     if len(boards) != 1:
         raise DeviceError(f"trace {path}: needs rows of exactly one board, found {sorted(boards)}")

@@ -51,7 +51,7 @@ from undercap.recipes.selection import build_selection, training_of
 from undercap.select import lowest_feasible_power_w
 from undercap.select.pooling import as_set, pooled_efficiency, several
 from undercap.train.cap import Cap, FixedCap, cap_from, changes, fixed_limit_w
-from undercap.train.schedule import LiveSource, reselector_for
+from undercap.train.schedule import LiveSource
 
 
 @dataclass(frozen=True)
@@ -188,11 +188,13 @@ def run(
         log=log,
     )
     eff = _efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
-    save_efficiency_set(out / "efficiency.json", as_set(eff))  # one proxy: efficiency/1
     profile = complete(ask, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
-    save_profile(out / "profile.json", profile)
     training = {**training_of(eff), **_training(cfg, setup)}
     selection = _selection(cfg, setup, profile, eff, limit, cache, training)
+    # A folder holding another run's training is refused before any file in it changes.
+    SelectionTraining.for_run(cfg, cap, setup.torch_device, profile, eff).check(selection, out)
+    save_efficiency_set(out / "efficiency.json", as_set(eff))  # one proxy: efficiency/1
+    save_profile(out / "profile.json", profile)
     save_selection(out / "selection.json", selection)
     log(
         f"selected batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
@@ -223,15 +225,7 @@ def _train(
 ) -> TrainResult:
     """Train the selection on the target under the cap (re-selecting where it changes),
     after the race where one is asked for and needed (recipes/race.py)."""
-    reselector = None
-    if changes(cap):
-        reselector = reselector_for(
-            profile.with_margin(cfg.power_margin_w),
-            eff,
-            objective=cfg.objective,
-            energy_budget_j=cfg.energy_budget_j,
-        )
-    train = SelectionTraining.of(cfg, cap, setup.torch_device, reselector)
+    train = SelectionTraining.for_run(cfg, cap, setup.torch_device, profile, eff)
     race = RaceAsk(cfg.race, cfg.race_fraction, cfg.power_margin_w, changes(cap))
     plan, why = race_plan(race, profile, eff, limit, selection)
     if why:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
+from undercap.artifacts.io import read_text
 from undercap.errors import ArtifactError, UndercapError
 from undercap.train.schedule import PowerSchedule
 
@@ -72,7 +73,7 @@ def read_irradiance(path: Union[str, Path]) -> List[Tuple[float, float]]:
     """(time_s, ghi_w_m2) rows of a CSV like ../shared/data/power/*.csv."""
     path = Path(path)
     try:
-        rows = list(csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
+        rows = list(csv.DictReader(read_text(path, what="irradiance file").splitlines()))
         out = [(float(r["time_s"]), float(r["ghi_w_m2"])) for r in rows]
     except (OSError, KeyError, TypeError, ValueError) as e:
         raise ArtifactError(

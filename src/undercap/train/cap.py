@@ -8,7 +8,7 @@ follower that re-selects at every change: follow.py).
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import List, Optional, Union
 
 from undercap import defaults
 from undercap._compat import Protocol
@@ -58,6 +58,11 @@ class FixedCap:
 NO_CAP = FixedCap(None)
 
 
+def cap_notes(cap: Cap) -> List[str]:
+    """What the cap had to say during the run (a live source that went unreadable)."""
+    return list(getattr(cap, "notes", ()))
+
+
 def changes(cap: Cap) -> bool:
     """Whether the cap may change during training (then a follower re-selects)."""
     return not isinstance(cap, FixedCap)
@@ -74,19 +79,21 @@ def cap_from(
     schedule: Optional[Union[str, Path, Cap]] = None,
     source: Optional[Union[str, Path]] = None,
     poll_s: float = defaults.POWER_SOURCE_POLL_S,
+    max_wait_s: float = defaults.MAX_POWER_WAIT_S,
 ) -> Cap:
     """The one cap of a run from its three ways of being given (at most one):
     a fixed limit (None: no cap), a schedule (a CSV path, or a schedule or live
-    source already made: taken as it is) or a live source's file."""
+    source already made: taken as it is) or a live source's file. A cap that changes
+    stops the run after pausing `max_wait_s` for power."""
     given = sum(bool(x) or isinstance(x, FixedCap) for x in (limit_w, schedule, source))
     if given > 1:
         raise UndercapError(
             "give one of --power-limit, --power-schedule or --power-source, not several"
         )
     if isinstance(schedule, (str, Path)):
-        return load_schedule(schedule)
+        return load_schedule(schedule, max_wait_s)
     if schedule is not None:
         return schedule
     if source is not None:
-        return LiveSource(source, poll_s)
+        return LiveSource(source, poll_s, max_wait_s)
     return limit_w if isinstance(limit_w, FixedCap) else FixedCap(limit_w)

@@ -13,6 +13,7 @@ weights_only, or its equal on torch 1.10: models/torchload.py), so no pickled co
 ever executed from it.
 """
 
+import sys
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
@@ -34,7 +35,10 @@ def save_checkpoint(checkpoint_dir: Union[str, Path], state: Mapping[str, Any]) 
     """Atomically write `state` (tensors and plain containers) as the checkpoint."""
     path = checkpoint_path(checkpoint_dir)
     with atomic_path(path) as tmp:
-        torch.save({"schema": CHECKPOINT_SCHEMA, **state}, tmp)
+        try:
+            torch.save({"schema": CHECKPOINT_SCHEMA, **state}, tmp)
+        except RuntimeError as e:  # torch's writer reports a full or capped disk this way
+            raise OSError(f"torch.save failed: {str(e).splitlines()[0][:200]}") from e
     return path
 
 
@@ -54,10 +58,15 @@ def load_checkpoint(checkpoint_dir: Union[str, Path]) -> Optional[Dict[str, Any]
     return state
 
 
+#: identity keys that older checkpoints hold and a run no longer compares: the cap is a
+#: setting of the run, which a resumed run may change (setup._identity)
+RETIRED_KEYS = ("power_limit_w",)
+
+
 def check_same_config(saved: Mapping[str, Any], current: Mapping[str, Any], where: Path) -> None:
     """Refuse to resume a checkpoint written for a different run: continuing with
-    another batch size, seed, dataset or limit would silently mix two runs."""
-    keys = sorted(set(saved) | set(current))
+    another batch size, seed, dataset or model would silently mix two runs."""
+    keys = sorted((set(saved) | set(current)) - set(RETIRED_KEYS))
     diff = [k for k in keys if saved.get(k) != current.get(k)]
     if diff:
         shown = ", ".join(f"{k} {saved.get(k)!r} -> {current.get(k)!r}" for k in diff[:4])
@@ -89,3 +98,21 @@ def checkpoint_to_resume(
     if saved is not None:
         check_same_config(saved["config"], config, where)
     return saved
+
+
+def cap_change_note(saved: Optional[Dict[str, Any]], cap_source: str) -> str:
+    """A line for the result when a run resumes under another cap than the one it was
+    checkpointed under ('' when it does not): the cap is a setting of the run, not part
+    of its identity. Checkpoints from before the cap was saved name a fixed one in their
+    config (a changing one as None: unknown, taken as the same)."""
+    if saved is None:
+        return ""
+    was = saved.get("cap")
+    if was is None and not saved.get("follower"):
+        old_w = saved["config"].get("power_limit_w")
+        was = "none" if old_w is None else f"{old_w:g} W"  # train.cap.FixedCap.source
+    if was is None or was == cap_source:
+        return ""
+    print(f"note: resumed under the cap {cap_source} (checkpointed under {was})", file=sys.stderr)
+    samples = saved["trainer"]["samples"]
+    return f"resumed at {samples} samples under the cap {cap_source}; before: {was}"

@@ -5,18 +5,22 @@ One row per evaluation: samples trained, device time (virtual on a simulated dev
 energy, the metric, the robust peak and mean power so far, the configuration (batch
 size, locked clock, cap) and the host's wall clock, then any extra numbers the first row has (e.g. loss: a CSV's
 columns are fixed by its first row). Rows are flushed as they are
-written, so a killed run keeps its log up to its last evaluation. A resumed run
-appends. Torch-free except for TensorBoard's writer (torch.utils.tensorboard).
+written, so a killed run keeps its log up to its last evaluation. A fresh run starts
+the file over; a resumed run keeps the rows up to its checkpoint (the killed run's
+later ones it trains again) and appends. Torch-free except for TensorBoard's writer
+(torch.utils.tensorboard).
 """
 
 import csv
+import importlib.util
 import json
 import math
 import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
-from undercap.errors import UndercapError, require
+from undercap.artifacts.io import PathLike, make_dirs, read_text, write_atomic
+from undercap.errors import ArtifactError, UndercapError, require
 
 #: the columns every row has, in this order (extras, such as loss, follow)
 COLUMNS = (
@@ -54,36 +58,54 @@ def eval_row(session: Any, accuracy: float, extra: Optional[Dict[str, Any]] = No
 
 
 class EvalLog:
-    """Appends evaluation rows to a .csv or .jsonl file and/or TensorBoard."""
+    """Writes evaluation rows to a .csv or .jsonl file and/or TensorBoard."""
 
-    def __init__(self, path: Optional[Path], tensorboard_dir: Optional[Path]) -> None:
+    def __init__(
+        self,
+        path: Optional[Path],
+        tensorboard_dir: Optional[Path],
+        resumed_at: Optional[int] = None,
+    ) -> None:
         self.path, self._fh, self._csv = path, None, None
+        check_log(path, tensorboard_dir)
         self._tb = _tensorboard(tensorboard_dir) if tensorboard_dir is not None else None
         if path is not None:
-            if path.suffix not in (".csv", ".jsonl"):
-                raise UndercapError(f"evaluation log {path}: name it .csv or .jsonl")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(path.parent)
+            if resumed_at is None:
+                write_atomic(path, "")  # a fresh run's log starts over
+            else:
+                _keep_rows_up_to(path, resumed_at)
             self._fh = path.open("a", newline="")
 
     @classmethod
     def open(
-        cls, path: Union[str, Path, None], tensorboard_dir: Union[str, Path, None] = None
+        cls,
+        path: Union[str, Path, None],
+        tensorboard_dir: Union[str, Path, None] = None,
+        resumed_at: Optional[int] = None,
     ) -> "Optional[EvalLog]":
-        """An EvalLog, or None when neither a file nor a TensorBoard folder is asked for."""
+        """An EvalLog, or None when neither a file nor a TensorBoard folder is asked for.
+        `resumed_at`: the samples a resumed run's checkpoint holds (None: a fresh run)."""
         if path is None and tensorboard_dir is None:
             return None
         return cls(
             None if path is None else Path(path),
             None if tensorboard_dir is None else Path(tensorboard_dir),
+            resumed_at,
         )
 
     def write(self, row: Dict[str, Any]) -> None:
         if self._fh is not None:
-            if self.path is not None and self.path.suffix == ".jsonl":
-                self._fh.write(json.dumps(_finite(row)) + "\n")
-            else:
-                self._write_csv(row)
-            self._fh.flush()
+            try:
+                if self.path is not None and self.path.suffix == ".jsonl":
+                    self._fh.write(json.dumps(_finite(row)) + "\n")
+                else:
+                    self._write_csv(row)
+                self._fh.flush()
+            except OSError as e:  # a full or capped disk: one line naming the log
+                raise ArtifactError(
+                    f"cannot write the evaluation log {self.path}: {e.strerror or e}"
+                ) from e
         if self._tb is not None:
             for key, value in row.items():
                 if key not in ("samples", "wall_s") and isinstance(value, (int, float)):
@@ -105,6 +127,49 @@ class EvalLog:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+
+
+def check_log(path: Optional[PathLike], tensorboard_dir: Optional[PathLike]) -> None:
+    """What a log asked for can be written: a .csv or .jsonl file, TensorBoard
+    installed. Called before a run starts (RunOptions), so a bad name costs nothing."""
+    if path is not None and Path(path).suffix not in (".csv", ".jsonl"):
+        raise UndercapError(f"evaluation log {path}: name it .csv or .jsonl")
+    if tensorboard_dir is not None and importlib.util.find_spec("tensorboard") is None:
+        require("tensorboard", "tensorboard", "TensorBoard logging")
+
+
+def _keep_rows_up_to(path: Path, samples: int) -> None:
+    """A resumed run's log: the rows of evaluations at or before its checkpoint."""
+    if not path.exists():
+        return
+    text = read_text(path, what="evaluation log")
+    if path.suffix == ".jsonl":
+        rows = [ln for ln in text.splitlines() if ln.strip()]
+        kept = [ln for ln in rows if _samples(_json_samples(ln)) <= samples]
+        write_atomic(path, "".join(ln + "\n" for ln in kept))
+        return
+    lines = text.splitlines()
+    if not lines:
+        return
+    reader = csv.DictReader(lines)
+    kept = [lines[0]] + [
+        line for line, row in zip(lines[1:], reader) if _samples(row.get("samples")) <= samples
+    ]
+    write_atomic(path, "\r\n".join(kept) + "\r\n")
+
+
+def _json_samples(line: str) -> Any:
+    try:
+        return json.loads(line).get("samples")
+    except (ValueError, AttributeError):  # a half-written last line
+        return None
+
+
+def _samples(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.inf  # a row that cannot say: the resumed run writes it again
 
 
 def _finite(row: Dict[str, Any]) -> Dict[str, Any]:

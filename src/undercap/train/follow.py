@@ -14,12 +14,15 @@ At each change of the cap (train/schedule.py) the follower
 Its state goes into checkpoints, so a resumed run continues the schedule.
 """
 
+import math
+import sys
 from dataclasses import asdict
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from undercap.errors import InfeasibleError
+from undercap.errors import InfeasibleError, PowerWaitError
 from undercap.train.cap import Cap
 from undercap.train.schedule import (
+    LiveSource,
     OperatingPoint,
     PowerSchedule,
     Reselector,
@@ -52,7 +55,10 @@ class CapFollower:
     def start(self, session: Any) -> None:
         """At the start (or resumption) of a run: the cap now, and its configuration."""
         limit = self.cap.limit_at(session.schedule_s)
-        if self.config is not None and self._held_at_resume(session, limit):
+        if self.limit_w is not _UNSET and self._held_at_resume(session, limit):
+            if self.config is None:  # checkpointed while waiting for power: wait again
+                self._change(session, self.limit_w)
+                return
             session.apply(self.config, self.limit_w)  # resumed: the configuration it held
             self._open(session)
             self.log.continue_saved(session)  # ... and the same segment, continued
@@ -117,31 +123,78 @@ class CapFollower:
 
     def _change(self, session: Any, limit: Optional[float]) -> None:
         self.log.close(session)
-        cfg = self.reselector.choose(limit, self.progress(), session.energy_so_far_j())
-        while cfg is None:  # no power for any configuration: wait for it
-            self._pause(session, limit)
-            limit = self.cap.limit_at(session.schedule_s)
-            cfg = self.reselector.choose(limit, self.progress(), session.energy_so_far_j())
+        cfg = self._choose(session, limit)
+        if cfg is None:  # no power for any configuration: wait for it
+            limit, cfg = self._wait(session, limit)
         self.config, self.limit_w = cfg, limit
         session.apply(cfg, limit)
         self._open(session)
         self._next_s = self.cap.next_change_after(session.schedule_s)
 
-    def _pause(self, session: Any, limit: Optional[float]) -> None:
-        until = self.cap.next_change_after(session.schedule_s)
+    def _choose(self, session: Any, limit: Optional[float]) -> Optional[OperatingPoint]:
+        return self.reselector.choose(limit, self.progress(), session.energy_so_far_j())
+
+    def _wait(self, session: Any, limit: Optional[float]) -> Tuple[Optional[float], OperatingPoint]:
+        """Pause (clocks at their minimum, one segment per limit) until the cap lets a
+        configuration run: a schedule's next rise, a live source's next poll that says
+        so. The wait sleeps (no busy loop); past the cap's `max_wait_s` the run stops
+        with PowerWaitError (exit 4: the runner checkpoints first, and the configuration
+        is cleared so that a resumed run selects again)."""
+        self.config, waited = None, 0.0
+        self._say_waiting(session, limit)
+        while True:
+            self.limit_w = limit
+            self._open(session, paused=True)
+            seconds = self._until_power_s(session, limit, waited)
+            session.wait_for_power(seconds, wall=isinstance(self.cap, LiveSource))
+            waited += seconds
+            self.log.close(session)
+            limit = self.cap.limit_at(session.schedule_s)
+            cfg = self._choose(session, limit)
+            if cfg is not None:
+                say(f"power is back: the cap is {_w(limit)} after waiting {waited:g} s")
+                return limit, cfg
+
+    def _until_power_s(self, session: Any, limit: Optional[float], waited: float) -> float:
+        """How long to wait before looking again: to a schedule's next rise, a live
+        source's next poll; PowerWaitError (or InfeasibleError: never) past the bound."""
+        now, bound = session.schedule_s, getattr(self.cap, "max_wait_s", math.inf)
+        until = self.cap.next_change_after(now)
         if isinstance(self.cap, PowerSchedule):  # paused ahead of the fall: skip it
             while until is not None and self.cap.limit_at(until) == limit:
                 until = self.cap.next_change_after(until)
         if until is None:
             raise InfeasibleError(
-                f"the power cap ({'none' if limit is None else f'{limit:g} W'}) allows no "
-                f"configuration from {session.schedule_s:.0f} s on and the schedule "
-                f"{self.cap.source} never raises it again: training cannot finish"
+                f"the power cap ({_w(limit)}) allows no configuration from {now:.0f} s on "
+                f"and the schedule {self.cap.source} never raises it again: training "
+                "cannot finish"
             )
-        self.limit_w = limit
-        self._open(session, paused=True)
-        session.wait_for_power(until - session.schedule_s)
-        self.log.close(session)
+        if waited + (until - now) <= bound + 1e-9:
+            return until - now
+        if isinstance(self.cap, LiveSource):
+            raise PowerWaitError(
+                f"waited {waited:g} s for power: the cap {self.cap.source} still says "
+                f"{_w(limit)}, under which no configuration runs (--max-wait-s {bound:g} s)"
+            )
+        raise PowerWaitError(
+            f"the cap {self.cap.source} is {_w(limit)} at {now:.3g} s, under which no "
+            f"configuration runs, until {until:g} s: a wait of {waited + until - now:g} s, "
+            f"beyond --max-wait-s {bound:g} s"
+        )
+
+    def _say_waiting(self, session: Any, limit: Optional[float]) -> None:
+        lowest = self.reselector.lowest_feasible_w()
+        need = "" if lowest is None else f" (the lowest needs {lowest:.2f} W)"
+        how = (
+            f"reading {self.cap.source} every {self.cap.poll_s:g} s"
+            if isinstance(self.cap, LiveSource)
+            else f"following {self.cap.source}"
+        )
+        bound = getattr(self.cap, "max_wait_s", math.inf)
+        say(
+            f"waiting for power at {session.schedule_s:.3g} s: the cap is {_w(limit)}, under "
+            f"which no configuration runs{need}; {how}, for at most {bound:g} s (--max-wait-s)"
+        )
 
     def _open(self, session: Any, paused: bool = False) -> None:
         cfg = None if paused else self.config
@@ -151,6 +204,15 @@ class CapFollower:
             None if cfg is None else cfg.batch_size,
             None if cfg is None else cfg.freq_mhz,
         )
+
+
+def _w(limit: Optional[float]) -> str:
+    return "none" if limit is None else f"{limit:g} W"
+
+
+def say(line: str) -> None:
+    """A line on stderr about the cap while training runs (beside the progress bar)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 class SegmentLog:
@@ -215,16 +277,42 @@ class SegmentLog:
         stats = session.sampler.stats_between(seg["_device_t0"], session.device.now_s())
         return {
             "start_s": seg["start_s"],
+            "power_limit_w": seg["power_limit_w"],
+            "batch_size": seg["batch_size"],
+            "freq_mhz": seg["freq_mhz"],
             "_peak_w": max(seg.get("_peak_w", 0.0), 0.0 if stats is None else stats.peak_w),
             "_energy0": seg["_energy0"] - session.energy_so_far_j(),
             "_samples0": seg["_samples0"] - session.samples,
         }
 
     def continue_saved(self, session: Any) -> None:
-        """The open segment of the checkpoint, continued by the one just opened."""
+        """The open segment of the checkpoint, continued by the one just opened; closed
+        as it was where the run resumed under another cap (a segment of its own)."""
         seg, saved, self._open_saved = self._seg, self._open_saved, None
         if seg is None or not saved:
+            return
+        if saved.get("power_limit_w", seg["power_limit_w"]) != seg["power_limit_w"]:
+            self._close_saved(session, saved)
             return
         seg["start_s"], seg["_peak_w"] = saved["start_s"], saved["_peak_w"]
         seg["_energy0"] = session.energy_so_far_j() + saved["_energy0"]
         seg["_samples0"] = session.samples + saved["_samples0"]
+
+    def _close_saved(self, session: Any, saved: Dict[str, Any]) -> None:
+        """The checkpoint's open segment, ended at the resume: its peak as saved, its
+        energy and samples from the offsets (the accounts came back as they were)."""
+        if session.schedule_s <= saved["start_s"]:
+            return
+        self.segments.append(
+            {
+                "start_s": saved["start_s"],
+                "power_limit_w": saved["power_limit_w"],
+                "batch_size": saved.get("batch_size"),
+                "freq_mhz": saved.get("freq_mhz"),
+                "end_s": session.schedule_s,
+                "peak_power_w": saved["_peak_w"] or None,
+                "mean_power_w": -saved["_energy0"] / (session.schedule_s - saved["start_s"]),
+                "energy_j": -saved["_energy0"],
+                "samples": -saved["_samples0"],
+            }
+        )

@@ -14,19 +14,20 @@ pending, or right after an evaluation, so a resumed run repeats exactly the step
 and evaluations the killed one would have made.
 """
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
 from undercap.artifacts.train_result import TrainResult
 from undercap.devices.base import Device
-from undercap.errors import CapExceededError, UndercapError
+from undercap.errors import CapExceededError, PowerWaitError, UndercapError
 from undercap.report.progress import sample_bar
-from undercap.train.cap import Cap, cap_from, changes
-from undercap.train.checkpoint import checkpoint_to_resume
+from undercap.train.cap import Cap, cap_from, cap_notes, changes
+from undercap.train.checkpoint import cap_change_note, checkpoint_to_resume
 from undercap.train.checkpoint import save_checkpoint as _save
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.follow import CapFollower
@@ -53,6 +54,7 @@ class _Checkpointing:
     config: Dict[str, Any]
     freq_mhz_start: Optional[float]
     warnings: List[str]
+    resumed_at: Optional[int] = None  # the samples a resumed run's checkpoint holds
 
 
 class _Hooks:
@@ -70,7 +72,9 @@ class _Hooks:
         self.session, self.ckpt, self.bar, self.spec = session, ckpt, bar, spec
         self.online = online  # train/online.py: re-selects at evaluations (--online)
         # evallog.EvalLog: a row per evaluation
-        self.eval_log = EvalLog.open(ckpt.options.eval_log, ckpt.options.tensorboard_dir)
+        self.eval_log = EvalLog.open(
+            ckpt.options.eval_log, ckpt.options.tensorboard_dir, ckpt.resumed_at
+        )
         self.budget_s = ckpt.options.time_budget_s  # a race's lane: device seconds (race.py)
         self._eval_t0 = time.perf_counter()  # host clock when the pending evaluation began
 
@@ -170,6 +174,7 @@ class _Hooks:
                 "guard_events": [e.to_dict() for e in self.session.guard.events],
                 "freq_mhz_start": self.ckpt.freq_mhz_start,
                 "warnings": list(self.ckpt.warnings),
+                "cap": self.spec.cap.source,  # a resume under another cap says so
                 "follower": None
                 if self.session.follower is None
                 else self.session.follower.state(self.session),
@@ -179,10 +184,11 @@ class _Hooks:
         )
 
 
-def _loop(trainer: "Trainer", hooks: _Hooks, ckpt_dir: Any) -> Any:
-    """The loop to its end, checkpointed at the end; a run stopped over its cap is
-    checkpointed first (guard.py), so the same command with --resume goes on."""
-    session = hooks.session
+def _loop(trainer: "Trainer", hooks: _Hooks, options: RunOptions) -> Any:
+    """The loop to its end, checkpointed at the end; a run stopped for power (over its
+    cap, guard.py, or out of patience waiting for one, follow.py) is checkpointed first,
+    and its message says how to go on (`options.resume_hint`, `wait_hint`)."""
+    session, ckpt_dir = hooks.session, options.checkpoint_dir
     try:
         result = trainer.run()
         session.pause()
@@ -194,9 +200,9 @@ def _loop(trainer: "Trainer", hooks: _Hooks, ckpt_dir: Any) -> Any:
             raise
         with session.paused():
             hooks.save(trainer)
-        raise CapExceededError(
-            f"{e}. Checkpointed at {trainer.samples} samples in {ckpt_dir}: "
-            "the same command with --resume goes on from there"
+        hint = options.wait_hint if isinstance(e, PowerWaitError) else options.resume_hint
+        raise type(e)(
+            f"{e}. Checkpointed at {trainer.samples} samples in {ckpt_dir}: {hint}"
         ) from e
     finally:
         hooks.close()
@@ -228,6 +234,16 @@ def train(
     if online is not None and saved is not None:
         online.restore(saved.get("online") or {})
     return _run(device, setup, saved, options, follower, online)
+
+
+def check_resumable(device_name: str, spec: TrainSpec, data: "Splits", options: RunOptions) -> None:
+    """Refuse now, before anything is written or the device touched, a run whose
+    checkpoint folder it cannot use (another run's checkpoint, --resume with none, a
+    checkpoint without --resume): what `train` would refuse after the set-up."""
+    from undercap.train.setup import run_identity
+
+    identity = run_identity(spec, data, device_name)
+    checkpoint_to_resume(options.checkpoint_dir, options.resume, identity)
 
 
 def train_on_device(
@@ -282,6 +298,28 @@ def train_on_device(
     return train(device, TrainSpec(model=model_name, cap=cap, **spec), data, options, reselector)
 
 
+@contextlib.contextmanager
+def _entered(
+    session: Session, saved: Optional[Dict[str, Any]], options: RunOptions
+) -> Iterator[Session]:
+    """The session entered: a changing cap that gives up waiting for power before the
+    first step says what to do (the checkpoint, if any, is as it was)."""
+    try:
+        session.__enter__()
+    except PowerWaitError as e:
+        hint = (
+            options.wait_hint
+            if saved
+            else "nothing was trained yet: run it again once power is back, or with a "
+            "longer --max-wait-s"
+        )
+        raise PowerWaitError(f"{e}. {hint}") from e
+    try:
+        yield session
+    finally:
+        session.__exit__(None, None, None)
+
+
 def _run(
     device: Device,
     setup: RunSetup,
@@ -294,12 +332,16 @@ def _run(
     if saved is not None:
         trainer.load_state_dict(saved["trainer"])
     warnings = list(saved.get("warnings", [])) if saved else list(setup.warnings)
+    new_cap = cap_change_note(saved, spec.cap.source)
+    if new_cap:
+        warnings.append(new_cap)
     device.check_fits(setup.workload, spec.batch_size)
     session = Session(
         device,
         power_limit_w=spec.power_limit_w,
-        # on resume, continue at the frequency the guard had left, not the requested one
-        freq_mhz=saved["freq_mhz"] if saved else spec.freq_mhz,
+        # on resume, continue at the frequency the guard had left, not the requested
+        # one; under a new cap, from the requested one again (the guard steps it down)
+        freq_mhz=saved["freq_mhz"] if saved and not new_cap else spec.freq_mhz,
         workload=setup.workload,
         guard_window_s=spec.guard_window_s,
         sample_rate_hz=options.sample_rate_hz,
@@ -310,12 +352,13 @@ def _run(
         batch_size=trainer.cfg.batch_size,
         batch_ladder=spec.batch_ladder,
     )
-    bar = sample_bar(
-        spec.max_samples, f"train b={spec.batch_size}", options.progress, trainer.samples
-    )
-    with session:
+    with _entered(session, saved, options):
+        bar = sample_bar(
+            spec.max_samples, f"train b={spec.batch_size}", options.progress, trainer.samples
+        )
         freq_start = saved["freq_mhz_start"] if saved else session.freq_start
-        ckpt = _Checkpointing(options, setup.config, freq_start, warnings)
+        resumed_at = int(saved["trainer"]["samples"]) if saved else None
+        ckpt = _Checkpointing(options, setup.config, freq_start, warnings, resumed_at)
         hooks = _Hooks(session, ckpt, bar, spec, online)
         if session.batch_size is not None:  # a changing cap chose the first configuration
             hooks.switch(trainer, session.batch_size)
@@ -323,7 +366,7 @@ def _run(
         trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
         if trainer.plan is not None:
             trainer.plan.on_screen = lambda m: hooks.on_screen(trainer, m)
-        loop_result = _loop(trainer, hooks, options.checkpoint_dir)
+        loop_result = _loop(trainer, hooks, options)
         freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
     acc = session.snapshot()
     return setup.result(
@@ -333,7 +376,9 @@ def _run(
         freq_start=freq_start,
         freq_final=freq_final,
         energy_source=session.energy_source,
-        warnings=warnings + [n for n in session.notes if n not in warnings] + end_notes,
+        warnings=warnings
+        + [n for n in session.notes + cap_notes(spec.cap) if n not in warnings]
+        + end_notes,
         resumed_from=int(saved["trainer"]["samples"]) if saved else None,
         provenance=provenance(seed=spec.seed, device=device.name),
         segments=session.segments(),

@@ -29,10 +29,13 @@ allows (the remaining budget must cover the remaining work).
 
 import csv
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
+from undercap import defaults
+from undercap.artifacts.io import read_text
 from undercap.errors import ArtifactError
 
 CSV_COLUMNS = ("time_s", "power_limit_w")
@@ -46,6 +49,8 @@ class PowerSchedule:
     limits_w: Tuple[Optional[float], ...]
     source: str = "<schedule>"
     period_s: Optional[float] = None  # repeats every period_s (None: the last row holds)
+    # a pause longer than this (no configuration fits until the cap rises) stops the run
+    max_wait_s: float = defaults.MAX_POWER_WAIT_S
 
     def limit_at(self, t_s: float) -> Optional[float]:
         """The limit in force at schedule time `t_s` (the first row's before it)."""
@@ -92,13 +97,12 @@ def _last_at_or_before(times: Tuple[float, ...], t: float) -> int:
     return i
 
 
-def load_schedule(path: Union[str, Path]) -> PowerSchedule:
+def load_schedule(
+    path: Union[str, Path], max_wait_s: float = defaults.MAX_POWER_WAIT_S
+) -> PowerSchedule:
     """Read and check a schedule CSV; every problem is one ArtifactError line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ArtifactError(f"power schedule {path}: cannot read it ({e.strerror or e})") from e
+    text = read_text(path, what="power schedule")
     rows = list(csv.DictReader(text.splitlines()))
     if not rows or any(c not in (rows[0] or {}) for c in CSV_COLUMNS):
         raise ArtifactError(
@@ -116,7 +120,7 @@ def load_schedule(path: Union[str, Path]) -> PowerSchedule:
         raise ArtifactError(f"power schedule {path}: time_s must start at >= 0 and increase")
     if period is not None and period <= times[-1]:
         raise ArtifactError(f"power schedule {path}: the repeat period must follow the last row")
-    return PowerSchedule(tuple(times), tuple(limits), str(path), period)
+    return PowerSchedule(tuple(times), tuple(limits), str(path), period, max_wait_s)
 
 
 def _number(text: Optional[str], path: Path, line: int, what: str) -> float:
@@ -142,25 +146,43 @@ def _limit(text: Optional[str], path: Path, line: int) -> Optional[float]:
 
 class LiveSource:
     """The limit in a file another program rewrites (one number in W, or `none`),
-    read at most every `poll_s` of schedule time; a missing or unreadable file keeps
-    the last limit read (a half-written update is not a cap)."""
+    read at most every `poll_s` of schedule time. It must be readable when the run
+    starts (ArtifactError otherwise: a cap that cannot be read is never "no cap");
+    later, a missing, unreadable or half-written file keeps the last limit read, with a
+    warning line (in `notes`, for the result) each time the file goes bad."""
 
-    def __init__(self, path: Union[str, Path], poll_s: float, first_w: Optional[float] = None):
-        self.path, self.poll_s = Path(path), float(poll_s)
+    def __init__(
+        self,
+        path: Union[str, Path],
+        poll_s: float,
+        max_wait_s: float = defaults.MAX_POWER_WAIT_S,
+    ) -> None:
+        self.path, self.poll_s, self.max_wait_s = Path(path), float(poll_s), float(max_wait_s)
         self.source = str(path)
+        self.notes: List[str] = []
         self._last_read_s: Optional[float] = None
-        self._limit = first_w if first_w is not None else self._read(None)
+        self._failing = False
+        self._limit = read_live_limit(self.path)
 
-    def _read(self, fallback: Optional[float]) -> Optional[float]:
+    def _read(self) -> Optional[float]:
         try:
-            text = self.path.read_text(encoding="utf-8").strip()
-            return None if text.lower() in ("none", "inf") else max(0.0, float(text))
-        except (OSError, ValueError):
-            return fallback
+            limit = read_live_limit(self.path)
+        except ArtifactError as e:
+            if not self._failing:
+                held = "none" if self._limit is None else f"{self._limit:g} W"
+                self._note(f"{e}; holding the last limit read ({held})")
+            self._failing = True
+            return self._limit
+        self._failing = False
+        return limit
+
+    def _note(self, line: str) -> None:
+        self.notes.append(line)
+        print(f"warning: {line}", file=sys.stderr, flush=True)
 
     def limit_at(self, t_s: float) -> Optional[float]:
         if self._last_read_s is None or t_s - self._last_read_s >= self.poll_s:
-            self._limit, self._last_read_s = self._read(self._limit), t_s
+            self._limit, self._last_read_s = self._read(), t_s
         return self._limit
 
     def next_change_after(self, t_s: float) -> Optional[float]:
@@ -169,6 +191,23 @@ class LiveSource:
     @property
     def lowest_w(self) -> Optional[float]:
         return self._limit
+
+
+def read_live_limit(path: Path) -> Optional[float]:
+    """A live source's limit: one number of watts >= 0, or `none` (no cap)."""
+    text = read_text(path, what="power source").strip()
+    if text.lower() in ("none", "inf"):
+        return None
+    try:
+        limit = float(text)
+    except ValueError:
+        limit = float("nan")
+    if not math.isfinite(limit) or limit < 0:
+        shown = text if len(text) <= 20 else text[:20] + "..."
+        raise ArtifactError(
+            f"power source {path} holds {shown!r}, not a limit in W (a number >= 0, or none)"
+        )
+    return limit
 
 
 # --- progress across batch sizes --------------------------------------------------------
@@ -240,6 +279,16 @@ class Reselector:
             # the budget cannot cover what is left: spend as little as possible
             c = choose(self.profile, self.relative, limit_w, objective="energy")  # type: ignore[arg-type]
         return OperatingPoint(c.batch_size, c.freq_mhz, c.peak_power_w, c.power_margin_w or 0.0)
+
+    def lowest_feasible_w(self) -> Optional[float]:
+        """The lowest cap some configuration runs under (its peak plus margin)."""
+        from undercap.errors import ArtifactError
+        from undercap.select.core import lowest_feasible_power_w
+
+        try:
+            return lowest_feasible_power_w(self.profile, self.relative)  # type: ignore[arg-type]
+        except ArtifactError:
+            return None
 
     def _any_feasible(self, limit_w: Optional[float]) -> bool:
         rows = self.profile.rows  # type: ignore[attr-defined]

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import math
 import sys
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from undercap import defaults
@@ -345,23 +346,28 @@ class Session:
             self.log.open(self, self.power_limit_w, config.batch_size, config.freq_mhz)
         self.apply(config, self.power_limit_w)
 
-    def wait_for_power(self, seconds: float) -> None:
+    def wait_for_power(self, seconds: float, wall: bool = False) -> None:
         """Pause training for `seconds` of schedule time: clocks at their minimum (the
-        least the idle GPU can draw), the time counted as paused, not training."""
+        least the idle GPU can draw), the time counted as paused, not training. `wall`:
+        the seconds also pass on the host's clock, asleep (a live source is rewritten in
+        real time, even when a simulated device's clock would jump ahead)."""
         self._close_span()
         if self._control:
             self.device.set_freq_mhz(min(self.device.available_freqs_mhz()))
             self.freq_requested = None
             self._events_from = len(self.guard.events)
         e0 = self.device.energy_j() if self.use_counter else None
-        t0 = self.device.now_s()
+        t0, wall_t0 = self.device.now_s(), time.monotonic()
         self.device.wait_s(seconds)
+        if wall:  # a real device slept already; a simulated one only moved its clock
+            time.sleep(max(0.0, seconds - (time.monotonic() - wall_t0)))
         self.acc.pause_time_s += max(seconds, 0.0)
         if e0 is not None:
             e1 = self.device.energy_j()
             self.acc.energy_j += 0.0 if e1 is None else max(e1 - e0, 0.0)
         elif not self.whole_window:
-            self.acc.energy_j += self.sampler.window_mean_w(self.device.now_s() - t0) * seconds
+            mean_w = self.sampler.window_mean_w(self.device.now_s() - t0)
+            self.acc.energy_j += mean_w * seconds if math.isfinite(mean_w) else 0.0
         self._begin_span()
 
     # --- what happened ----------------------------------------------------------------

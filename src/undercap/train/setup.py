@@ -184,8 +184,17 @@ def _to_torch_device(data: Splits, tdev: str) -> Splits:
     )
 
 
+def run_identity(spec: TrainSpec, data: Splits, device: str) -> Dict[str, Any]:
+    """The identity a checkpoint of this run holds (RunSetup.config), without building
+    the model: what a run checks before it changes anything."""
+    spec.validate()
+    return _identity(spec, spec.loop_config(), data, device)
+
+
 def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> Dict[str, Any]:
-    """Everything that makes a run this run: a checkpoint of another is refused."""
+    """Everything that makes a run this run: a checkpoint of another is refused. The cap
+    is not part of it: a run resumes under another cap (runner.py), as a cap that
+    changes during training already changes under it."""
     from undercap.artifacts.io import file_sha256
     from undercap.models.user import code_digest
 
@@ -205,7 +214,6 @@ def _identity(spec: TrainSpec, cfg: LoopConfig, data: Splits, device: str) -> Di
         "pretrained_sha256": None if sha is None else sha[:16],
         "device": device,
         "freq_mhz": spec.freq_mhz,
-        "power_limit_w": spec.power_limit_w,
         "guard_window_s": spec.guard_window_s,
         "user_code": code_digest(spec.model, data.name, spec.loss, spec.metric, *recipe),
     }

@@ -234,6 +234,8 @@ class RunOptions:
         tensorboard_dir: Also write every evaluation as TensorBoard scalars here.
         time_budget_s: End the run, with an evaluation, after this much device time
             (a lane of a race: its checkpoint continues as an ordinary run).
+        resume_hint: What a run stopped over its cap (exit 4) tells the user to do to
+            go on from its checkpoint; `wait_hint`: one that gave up waiting for power.
     """
 
     checkpoint_dir: Optional[PathLike] = None
@@ -245,3 +247,10 @@ class RunOptions:
     eval_log: Optional[PathLike] = None
     tensorboard_dir: Optional[PathLike] = None
     time_budget_s: Optional[float] = None
+    resume_hint: str = "resume it (resume=True) under a higher cap to go on from there"
+    wait_hint: str = "resume it (resume=True) once power is back, or with a longer max_wait_s"
+
+    def __post_init__(self) -> None:
+        from undercap.train.evallog import check_log
+
+        check_log(self.eval_log, self.tensorboard_dir)  # before any work, not after it
