@@ -33,17 +33,13 @@ plus an overview (overview.md, overview.csv) of the speed-ups and gaps.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import harness as H
 import matrix_data
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data"
 DEVICES = ("sim:jetson-nano", "sim:jetson-tx2nx")
 
 
@@ -190,10 +186,10 @@ def run_one(sc: Scenario, device: str, args: argparse.Namespace):  # type: ignor
     cfg = replace(cfg, power_limits_w=(*caps, None))
     out = args.out / f"{sc.name}-{device.replace(':', '-')}"
     print(f"== {sc.name} on {device}: caps {caps} W + none -> {out}", file=sys.stderr)
-    t0 = time.monotonic()
+    elapsed = H.stopwatch()
     comparison = run_comparison(cfg, out, progress=not args.no_progress)
     print(markdown_report(comparison))
-    print(f"({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+    print(f"({elapsed():.0f} s)", file=sys.stderr)
     return comparison
 
 
@@ -240,20 +236,15 @@ def overview(results: list) -> tuple[str, str]:  # type: ignore[type-arg]
                 f"{ours.batch_size} @ {ours.freq_mhz:g}", f"{orc.batch_size} @ {orc.freq_mhz:g}",
                 f"{ours.n_reached}/{ours.n_runs}",
             ])  # fmt: skip
-    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    md += ["| " + " | ".join(r) + " |" for r in rows]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([h.replace(" ", "_").replace("(", "").replace(")", "") for h in header])
-    writer.writerows(rows)
-    return "\n".join(md) + "\n", buf.getvalue()
+    columns = [h.replace(" ", "_").replace("(", "").replace(")", "") for h in header]
+    return H.md_table(header, rows) + "\n", H.csv_text(rows, columns)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "compare")
-    p.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "undercap-bench")
+    p.add_argument("--data-dir", type=Path, default=H.DATA)
+    p.add_argument("--out", type=Path, default=H.RESULTS / "compare")
+    p.add_argument("--cache-dir", type=Path, default=H.CACHE)
     p.add_argument("--scenarios", default="image,text", help="image,text")
     p.add_argument("--devices", default=",".join(DEVICES))
     p.add_argument("--seeds", type=int, default=3, help="device training seeds (default 3)")
@@ -291,11 +282,8 @@ def load_results(out: Path) -> list:  # type: ignore[type-arg]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from undercap.artifacts import write_atomic
-
     args = parse_args(argv)
-    if not args.data_dir.is_dir():
-        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
+    if not H.have_data(args.data_dir):
         return 0
     for name in [] if args.overview_only else _names(args.scenarios):
         sc = SCENARIOS[name]
@@ -310,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     results = load_results(args.out)
     if results:
         md, text = overview(results)
-        write_atomic(args.out / "overview.csv", text)
-        write_atomic(args.out / "overview.md", md)
+        H.write_text(args.out / "overview.csv", text)
+        H.write_text(args.out / "overview.md", md)
         print(md)
     return 0
 

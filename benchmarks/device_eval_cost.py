@@ -3,7 +3,7 @@
 Every job trains one configuration on the simulated Jetson Nano (training real, on the
 CPU, one torch thread; the device's time is its model's), once with
 `eval_schedule="dense"` (the whole held-out split at every grid point) and once with
-"sparse" (train/evalplan.py, the default), and reports for each: the evaluation's
+"sparse" (train/loop/evalplan.py, the default), and reports for each: the evaluation's
 device time as a share of the training's, whole evaluations and screened items (items
 scored by sequential looks that stopped early), and
 the time to accuracy (sparse must report dense's grid point and time). Then, from the
@@ -32,22 +32,19 @@ are skipped (said so) without it.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-OUT = REPO / "benchmarks" / "results"
+import harness as H
+
+OUT = H.RESULTS
 JOBS = ("demo", "mnist", "cifar-a", "shakespeare", "cifar-2000")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument("--data-dir", type=Path, default=H.DATA)
     p.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
     p.add_argument("--out", type=Path, default=OUT)
     return p.parse_args(argv)
@@ -76,7 +73,7 @@ def job(name: str, data_dir: Path) -> tuple[Any, dict[str, Any]] | None:
     mod = M.MODALITIES[ds.modality]
     from undercap.artifacts.cache import Cache
 
-    weights = M.pretrained_weights(mod, data_dir, Cache(M.DEFAULT_CACHE))
+    weights = M.pretrained_weights(mod, data_dir, Cache(H.CACHE))
     b = 32 if ds.modality == "text" else 64
     kw = dict(batch_size=b, freq_mhz=921.6, max_batch_size=max(mod.batch_sizes),
               target_accuracy=ds.target_accuracy, max_samples=mod.max_samples,
@@ -91,13 +88,13 @@ def measure(data: Any, kw: dict[str, Any], schedule: str) -> dict[str, Any]:
 
     dev = SimulatedDevice.from_name("jetson-nano", seed=0)
     model, rest = kw["model"], {k: v for k, v in kw.items() if k != "model"}
-    t0 = time.perf_counter()
+    elapsed = H.stopwatch()
     r = train_on_device(dev, model, data, progress=False, torch_device="cpu",
                         eval_schedule=schedule, **rest)  # fmt: skip
     ev = r.evaluation or {}
     return {
         "schedule": schedule,
-        "host_s": time.perf_counter() - t0,
+        "host_s": elapsed(),
         "samples_to_target": r.samples_to_target,
         "time_to_accuracy_s": r.time_to_accuracy_s,
         "train_time_s": r.train_time_s,
@@ -130,19 +127,12 @@ def floor(dense: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    out = [
-        "| job | held-out | grid | schedule | samples to target | time to accuracy (s) | "
-        "evaluation / training | whole evaluations | screened items |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        tta = "-" if r["time_to_accuracy_s"] is None else f"{r['time_to_accuracy_s']:.3f}"
-        out.append(
-            f"| {r['job']} | {r['held_out']} | {r['grid']} | {r['schedule']} | "
-            f"{r['samples_to_target']} | {tta} | {r['eval_share']:.1%} | "
-            f"{r['full_evaluations']} | {r['screened_items']} |"
-        )
-    return "\n".join(out)
+    head = ["job", "held-out", "grid", "schedule", "samples to target", "time to accuracy (s)",
+            "evaluation / training", "whole evaluations", "screened items"]  # fmt: skip
+    keys = ["job", "held_out", "grid", "schedule", "samples_to_target", "time_to_accuracy_s",
+            "eval_share", "full_evaluations", "screened_items"]  # fmt: skip
+    tta = lambda t: "-" if t is None else f"{t:.3f}"  # noqa: E731
+    return H.md_table(head, [[r[k] for k in keys] for r in rows], fmt=[None] * 5 + [tta, "{:.1%}"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,21 +162,19 @@ def main(argv: list[str] | None = None) -> int:
         rows += [dict(r, same_time_to_accuracy=same) for r in (*pair, floor(d))]
     if not rows:
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
     rows = [{k: v for k, v in r.items() if k != "curve"} for r in rows]
-    with open(args.out / "device_eval_cost.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    # csv's own line ends (\r\n), as the committed file has them
+    H.write_csv(args.out / "device_eval_cost.csv", rows, lineterminator="\r\n")
     md = table(rows)
     if skipped:
         md += f"\n\nSkipped (no data): {', '.join(skipped)}."
-    (args.out / "device_eval_cost.md").write_text(
+    H.write_text(
+        args.out / "device_eval_cost.md",
         "# Device evaluation, dense vs sparse (simulated Jetson Nano)\n\n"
         "Produced by `benchmarks/device_eval_cost.py`. Device times are the simulated "
         "Nano's model; evaluation is not charged to training. Floor: the least any "
         "schedule that reports dense's time to accuracy can evaluate (the script's "
-        "docstring).\n\n" + md + "\n"
+        "docstring).\n\n" + md + "\n",
     )
     print(md)
     return 0

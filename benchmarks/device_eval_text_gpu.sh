@@ -25,7 +25,7 @@ else
   X="--max-samples ${MAX_SAMPLES:-250000}"; TGT=${TARGET:-0.45}; TO=100; RO="--read-only"
 fi
 BOUND='import dataclasses, sys
-import undercap.train.evalplan as E
+import undercap.train.loop.evalplan as E
 real = E.SparseParams.default
 E.SparseParams.default = classmethod(
     lambda cls, *a, **k: dataclasses.replace(real(*a, **k), item_spread=False))

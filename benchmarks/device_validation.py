@@ -31,23 +31,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO / "benchmarks"))
+import device_validation_readings as readings
+import harness as H
+from profile_vs_sim import SPEC_DIR
 
-import device_validation_readings as readings  # noqa: E402
+from undercap.artifacts.workload import Workload
+from undercap.devices.simulated.model import SimSpec, load_spec, step_model
 
-from undercap.artifacts.workload import Workload  # noqa: E402
-from undercap.devices.simulated.model import SimSpec, load_spec, step_model  # noqa: E402
-
-DATA = REPO / "benchmarks" / "data" / "measured" / "jetson-training.csv"
-READINGS = REPO / "benchmarks" / "data" / "measured" / "jetson-power-readings.csv"
+MEASURED = H.BENCHMARKS / "data" / "measured"
+DATA = MEASURED / "jetson-training.csv"
+READINGS = MEASURED / "jetson-power-readings.csv"
 # profile.json files measured on boards (`undercap profile --device jetson`): every
 # cell is a held-out row (benchmarks/profile_vs_sim.py compares one by itself)
-PROFILES = REPO / "benchmarks" / "data" / "measured" / "profiles"
-OUT = REPO / "benchmarks" / "results" / "device-validation"
-SPEC_DIR = REPO / "src" / "undercap" / "devices" / "simulated" / "specs"
-DOCS_FIGURE = REPO / "docs" / "figures" / "device-validation.png"
+PROFILES = MEASURED / "profiles"
+OUT = H.RESULTS / "device-validation"
+DOCS_FIGURE = H.REPO / "docs" / "figures" / "device-validation.png"
 SPLITS = ("fit", "held-out")
 ERROR_COLUMNS = [
     "device", "board", "model", "batch_size", "freq_mhz", "measured_time_s", "sim_time_s",
@@ -238,10 +236,7 @@ def error_record(c: Comparison) -> dict[str, object]:
 
 
 def write_errors(comparisons: Sequence[Comparison], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=ERROR_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(error_record(c) for c in comparisons)
+    H.write_csv(path, [error_record(c) for c in comparisons], ERROR_COLUMNS)
 
 
 def _pct(x: float | None) -> str:
@@ -249,6 +244,11 @@ def _pct(x: float | None) -> str:
 
 
 def table_markdown(comparisons: Sequence[Comparison], fitted: float) -> str:
+    head = ["board", "model", "b", "f (MHz)", "measured t", "sim t", "t error", "measured P",
+            "sim P", "P error", "split", "kind"]  # fmt: skip
+    rows = [[c.row.board, c.row.model, c.row.batch_size, c.row.freq_mhz, c.row.time_per_sample_s,
+             c.sim_time_s, _pct(c.time_error), _fmt(c.row.power_w, 3) or "-", c.sim_power_w,
+             _pct(c.power_error), c.row.split, c.row.time_kind] for c in comparisons]  # fmt: skip
     lines = [
         "# Simulated devices against measured Jetson training",
         "",
@@ -256,30 +256,14 @@ def table_markdown(comparisons: Sequence[Comparison], fitted: float) -> str:
         "sources: `benchmarks/data/measured/`). Times are seconds per training sample; errors",
         "are sim / measured - 1 for the specs as shipped.",
         "",
-        "| board | model | b | f (MHz) | measured t | sim t | t error | measured P | sim P "
-        "| P error | split | kind |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        H.md_table(head, rows, fmt=[None] * 3 + ["{:g}", "{:.4f}", "{:.4f}", None, None, "{:.2f}"]),
     ]
-    for c in comparisons:
-        r = c.row
-        lines.append(
-            f"| {r.board} | {r.model} | {r.batch_size} | {r.freq_mhz:g} "
-            f"| {r.time_per_sample_s:.4f} | {c.sim_time_s:.4f} | {_pct(c.time_error)} "
-            f"| {_fmt(r.power_w, 3) or '-'} | {c.sim_power_w:.2f} | {_pct(c.power_error)} "
-            f"| {r.split} | {r.time_kind} |"
-        )
     for by in ("board", "model"):
-        lines += [
-            "",
-            f"| {by} | split | rows | median abs t error | rows with P | median abs P error |",
-            "|---|---|---|---|---|---|",
-        ]
-        for s in summarise(comparisons, by):
-            t, p = s["median_abs_time_error"], s["median_abs_power_error"]
-            lines.append(
-                f"| {s['group']} | {s['split']} | {s['rows']} | {_pct(t).lstrip('+')} "
-                f"| {s['power_rows']} | {_pct(p).lstrip('+')} |"
-            )
+        head = [by, "split", "rows", "median abs t error", "rows with P", "median abs P error"]
+        groups = [[s["group"], s["split"], s["rows"], _pct(s["median_abs_time_error"]).lstrip("+"),
+                   s["power_rows"], _pct(s["median_abs_power_error"]).lstrip("+")]
+                  for s in summarise(comparisons, by)]  # fmt: skip
+        lines += ["", H.md_table(head, groups)]
     lines += ["", f"Fitted compute_efficiency (fit rows only): {fitted:.3f}.", ""]
     return "\n".join(lines)
 
@@ -326,20 +310,15 @@ def plot(comparisons: Sequence[Comparison], path: Path) -> None:
 def spec_table(specs: dict[str, SimSpec], rows: Sequence[MeasuredRow]) -> str:
     """The main constants of every bundled simulated device, and how many measured
     rows check each (docs/concepts/simulated.md shows this table)."""
-    lines = [
-        "| device | CUDA cores | GPU clocks (MHz) | peak FP32 (GFLOPS) | compute_efficiency "
-        "| DRAM (GB/s) | usable memory (GB) | idle (W) | C_eff (nF) | V at fmax | measured rows |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, s in sorted(specs.items()):
-        checked = sum(r.sim_device == name for r in rows)
-        lines.append(
-            f"| sim:{name} | {s.cores} | {s.freqs_mhz[0]:g}-{s.fmax_mhz:g} ({len(s.freqs_mhz)} steps) "
-            f"| {s.cores * 2 * s.fmax_mhz / 1e3:.0f} | {s.compute_efficiency:g} "
-            f"| {s.bandwidth_bytes_per_s / 1e9:g} | {s.memory_usable_bytes / 1e9:g} "
-            f"| {s.idle_board_w:g} | {s.c_eff_f * 1e9:g} | {s.voltage_v[-1]:g} | {checked} |"
-        )
-    return "\n".join(lines) + "\n"
+    head = ["device", "CUDA cores", "GPU clocks (MHz)", "peak FP32 (GFLOPS)", "compute_efficiency",
+            "DRAM (GB/s)", "usable memory (GB)", "idle (W)", "C_eff (nF)", "V at fmax",
+            "measured rows"]  # fmt: skip
+    table = [[f"sim:{name}", s.cores, f"{s.freqs_mhz[0]:g}-{s.fmax_mhz:g} ({len(s.freqs_mhz)} steps)",
+              s.cores * 2 * s.fmax_mhz / 1e3, s.compute_efficiency, s.bandwidth_bytes_per_s / 1e9,
+              s.memory_usable_bytes / 1e9, s.idle_board_w, s.c_eff_f * 1e9, s.voltage_v[-1],
+              sum(r.sim_device == name for r in rows)]
+             for name, s in sorted(specs.items())]  # fmt: skip
+    return H.md_table(head, table, fmt=[None, None, None, "{:.0f}"] + ["{:g}"] * 6) + "\n"
 
 
 # --- main ----------------------------------------------------------------------------
@@ -370,7 +349,7 @@ def main() -> int:
     report = "\n".join(
         [table_markdown(comparisons, fitted) + what_if, readings.checks_markdown(checks), constants]
     )
-    (OUT / "table.md").write_text(report)
+    H.write_text(OUT / "table.md", report)
     plot(comparisons, OUT / "validation.png")
     shutil.copyfile(OUT / "validation.png", DOCS_FIGURE)
     print(report)

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import harness as H
+
 from undercap.devices.simulated.model import SimSpec, gpu_power_parts_w
 
 RAIL_KINDS = ("gpu", "cpu", "board", "cpu+gpu")
@@ -109,21 +111,21 @@ def check(readings: Sequence[Reading], specs: dict[str, SimSpec]) -> list[Readin
 
 
 def write_checks(checks: Sequence[ReadingCheck], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CHECK_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        for c in checks:
-            r = c.reading
-            writer.writerow({
-                "board": r.board, "sim_device": f"sim:{r.sim_device}", "load": r.load,
-                "freq_mhz": r.freq_mhz, "rail": r.rail, "rail_kind": r.rail_kind,
-                "measured_power_w": r.power_w, "sim_power_w": f"{c.sim_power_w:.4g}",
-                "sim_quantity": c.sim_quantity, "measured_over_sim": f"{c.ratio:.3f}",
-                "source": r.source,
-            })  # fmt: skip
+    rows = [{
+        "board": c.reading.board, "sim_device": f"sim:{c.reading.sim_device}",
+        "load": c.reading.load, "freq_mhz": c.reading.freq_mhz, "rail": c.reading.rail,
+        "rail_kind": c.reading.rail_kind, "measured_power_w": c.reading.power_w,
+        "sim_power_w": f"{c.sim_power_w:.4g}", "sim_quantity": c.sim_quantity,
+        "measured_over_sim": f"{c.ratio:.3f}", "source": c.reading.source,
+    } for c in checks]  # fmt: skip
+    H.write_csv(path, rows, CHECK_COLUMNS)
 
 
 def checks_markdown(checks: Sequence[ReadingCheck]) -> str:
+    head = ["board", "load", "f (MHz)", "rail", "measured (W)", "simulator", "sim (W)",
+            "measured / sim"]  # fmt: skip
+    rows = [[c.reading.board, c.reading.load, c.reading.freq_mhz, c.reading.rail,
+             c.reading.power_w, c.sim_quantity, c.sim_power_w, c.ratio] for c in checks]  # fmt: skip
     lines = [
         "## Rail readings under other loads (not training)",
         "",
@@ -131,13 +133,6 @@ def checks_markdown(checks: Sequence[ReadingCheck]) -> str:
         "bound (`benchmarks/device_validation_readings.py` says how); a ceiling's ratio may",
         "be below 1, never above.",
         "",
-        "| board | load | f (MHz) | rail | measured (W) | simulator | sim (W) | measured / sim |",
-        "|---|---|---|---|---|---|---|---|",
+        H.md_table(head, rows, fmt=[None, None, "{:g}", None, "{:.2f}", None, "{:.2f}", "{:.2f}"]),
     ]
-    for c in checks:
-        r = c.reading
-        lines.append(
-            f"| {r.board} | {r.load} | {r.freq_mhz:g} | {r.rail} | {r.power_w:.2f} "
-            f"| {c.sim_quantity} | {c.sim_power_w:.2f} | {c.ratio:.2f} |"
-        )
     return "\n".join(lines) + "\n"

@@ -29,14 +29,13 @@ import os
 import platform
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("UNDERCAP_SHARED_DATA", REPO.parent / "shared" / "data"))
-RESULTS = REPO / "benchmarks" / "results"
-WORK = REPO / "runs" / "bench-efficiency"
+import harness as H
+
+DATA, RESULTS = H.DATA, H.RESULTS
+WORK = H.REPO / "runs" / "bench-efficiency"
 
 split = shlex.split
 CIFAR_A, CIFAR_B = "npz:images/cifar10-quarter-a.npz", "npz:images/cifar10-quarter-b.npz"
@@ -122,11 +121,11 @@ def run_cli(argv: list[str]) -> float:
     from undercap.cli import main
 
     print(f"\n$ undercap {shlex.join(argv)}", flush=True)
-    t0 = time.perf_counter()
+    elapsed = H.stopwatch()
     rc = main(argv)
     if rc != 0:
         raise SystemExit(f"undercap {argv[0]} failed with exit code {rc}")
-    return time.perf_counter() - t0
+    return elapsed()
 
 
 def pretrain_once(name: str, sc: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -152,7 +151,7 @@ def pretrain_once(name: str, sc: dict[str, Any], args: argparse.Namespace) -> di
         wall_s = None
     else:
         wall_s = run_cli(argv)
-        request.write_text(json.dumps(argv))
+        H.write_text(request, json.dumps(argv))
     import torch
 
     meta = torch.load(weights, weights_only=True)["meta"]
@@ -227,19 +226,12 @@ def markdown(result: dict[str, Any]) -> str:
         + f"; {result['seeds']} seeds."
         + (f" {result['note']}" if result.get("note") else ""),
         "",
-        "| b | reached | N(b) mean | N(b) std | r(b) | r min..max |",
-        "|---:|---:|---:|---:|---:|---:|",
+        H.md_table(
+            ["b", "reached", "N(b) mean", "N(b) std", "r(b)", "r min..max"],
+            [_r_row(row) for row in result["table"]],
+            align="---:",
+        ),
     ]
-    for row in result["table"]:
-        k, n = row["reached"]
-        if row["r"] is None:
-            lines.append(f"| {row['batch_size']} | {k}/{n} | - | - | excluded | - |")
-        else:
-            lines.append(
-                f"| {row['batch_size']} | {k}/{n} | {row['n_mean']:.0f} | "
-                f"{row['n_std']:.0f} | {row['r']:.2f} | "
-                f"{row['r_min']:.2f}..{row['r_max']:.2f} |"
-            )
     lines += [
         "",
         f"Cost: {c['runs']} runs, {c['samples_trained']} samples trained, "
@@ -260,6 +252,14 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _r_row(row: dict[str, Any]) -> list[str]:
+    k, n = row["reached"]
+    if row["r"] is None:
+        return [row["batch_size"], f"{k}/{n}", "-", "-", "excluded", "-"]
+    return [row["batch_size"], f"{k}/{n}", f"{row['n_mean']:.0f}", f"{row['n_std']:.0f}",
+            f"{row['r']:.2f}", f"{row['r_min']:.2f}..{row['r_max']:.2f}"]  # fmt: skip
+
+
 def results_dir(args: argparse.Namespace) -> Path:
     """Smoke runs (--quick) stay out of the committed results."""
     return WORK / "results-quick" if args.quick else RESULTS
@@ -276,9 +276,7 @@ def write_markdown(results: Path) -> Path:
     ]
     for p in sorted(results.glob("efficiency-*.json")):
         parts.append(markdown(json.loads(p.read_text())))
-    path = results / "efficiency.md"
-    path.write_text("\n".join(parts))
-    return path
+    return H.write_text(results / "efficiency.md", "\n".join(parts))
 
 
 def run_scenario(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
@@ -305,11 +303,10 @@ def run_scenario(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
         "cost": eff.extra["cost"],
         "efficiency": eff.to_dict(),
     }
-    from undercap.artifacts import save_json
     from undercap.report.efficiency import plot_efficiency
 
     out = results_dir(args)
-    save_json(out / f"efficiency-{result['scenario']}.json", result)
+    H.write_json(out / f"efficiency-{result['scenario']}.json", result)
     plot_efficiency(eff, out / f"efficiency-{result['scenario']}.png")
     return result
 
@@ -339,8 +336,7 @@ def main() -> int:
         "--fresh", action="store_true", help="discard finished runs of the same estimates"
     )
     args = p.parse_args()
-    if not DATA.is_dir():
-        print(f"skipped: shared data not found at {DATA} (set UNDERCAP_SHARED_DATA)")
+    if not H.have_data(DATA):
         return 0
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     unknown = [n for n in names if n not in SCENARIOS]

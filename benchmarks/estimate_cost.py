@@ -33,23 +33,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-OUT = REPO / "benchmarks" / "results"
+import harness as H
+
+OUT = H.RESULTS
 JOBS = ("cifar", "image", "text")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument("--data-dir", type=Path, default=H.DATA)
     p.add_argument("--jobs", default=",".join(JOBS), help="comma list of " + ", ".join(JOBS))
     p.add_argument("--repeats", type=int, default=1, help="dense/sparse pairs per job")
     p.add_argument("--out", type=Path, default=OUT)
@@ -81,7 +78,7 @@ def configs(name: str, data_dir: Path) -> Any:
     mod = M.MODALITIES[ds.modality]
     from undercap.artifacts.cache import Cache
 
-    weights = M.pretrained_weights(mod, data_dir, Cache(M.DEFAULT_CACHE))
+    weights = M.pretrained_weights(mod, data_dir, Cache(H.CACHE))
     cfg = M.estimate_config(ds, data_dir, weights, (0,))
     return dataclasses.replace(cfg, eval_schedule="dense")
 
@@ -97,11 +94,11 @@ def measure(cfg: Any, item_spread: bool = True) -> dict[str, Any]:
     def params(self: Any, device: str) -> Any:
         return dataclasses.replace(real(self, device), item_spread=item_spread)
 
-    t0 = time.perf_counter()
+    elapsed = H.stopwatch()
     with mock.patch.object(EstimateConfig, "sparse_params", params):
         eff = estimate(cfg, cache_dir=None, torch_device="cpu", progress=False, threads=1,
                        log=lambda _m: None)  # fmt: skip
-    wall = time.perf_counter() - t0
+    wall = elapsed()
     cost = eff.extra["cost"]
     return {
         "schedule": cfg.eval_schedule + ("" if item_spread else "-bound"),
@@ -159,12 +156,10 @@ def _n_text(d: dict[str, Any], s: dict[str, Any]) -> str:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    rows = [
-        "| job | pair | dense wall | sparse wall | wall ratio | dense eval share | "
-        "sparse eval share | curve points dense / sparse | N(b) (dense / sparse where "
-        "they differ) | same N(b) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    head = ["job", "pair", "dense wall", "sparse wall", "wall ratio", "dense eval share",
+            "sparse eval share", "curve points dense / sparse",
+            "N(b) (dense / sparse where they differ)", "same N(b)"]  # fmt: skip
+    rows = []
     for res in results:
         for i, p in enumerate(res["pairs"]):
             d, s = p["dense"], p["sparse"]
@@ -172,26 +167,26 @@ def table(results: list[dict[str, Any]]) -> str:
             if "bound" in p:
                 arms.append((" (sparse: bound)", p["bound"], p["bound_same_n"]))
             for label, arm, same in arms:
-                rows.append(
-                    f"| {res['job']}{label} | {i} | {d['wall_s']:.1f} s | {arm['wall_s']:.1f} s | "
-                    f"{d['wall_s'] / arm['wall_s']:.1f}x | {d['eval_share']:.1%} | "
-                    f"{arm['eval_share']:.1%} | {d['curve_points']} / {arm['curve_points']} | "
-                    f"{_n_text(d, arm)} | {'yes' if same else 'NO'} |"
-                )
-    return "\n".join(rows)
+                rows.append([
+                    f"{res['job']}{label}", i, d["wall_s"], arm["wall_s"],
+                    d["wall_s"] / arm["wall_s"], d["eval_share"], arm["eval_share"],
+                    f"{d['curve_points']} / {arm['curve_points']}", _n_text(d, arm),
+                    "yes" if same else "NO",
+                ])  # fmt: skip
+    pct = "{:.1%}"
+    return H.md_table(head, rows, fmt=[None, None, "{:.1f} s", "{:.1f} s", "{:.1f}x", pct, pct])
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not args.data_dir.is_dir():
-        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
+    if not H.have_data(args.data_dir):
         return 0
     import torch
 
     torch.set_num_threads(1)
     from undercap import defaults
 
-    t0 = time.monotonic()
+    elapsed = H.stopwatch()
     names = [n.strip() for n in args.jobs.split(",") if n.strip()]
     results = [run_job(n, args.data_dir, args.repeats, args.bound_arm) for n in names]
     ratios = [p["dense"]["wall_s"] / p["sparse"]["wall_s"] for r in results for p in r["pairs"]]
@@ -213,14 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         table(results),
         "",
         f"Median wall ratio {statistics.median(ratios):.1f}x. Benchmark wall time "
-        f"{time.monotonic() - t0:.0f} s on a shared 2-core machine. Reproduce: "
+        f"{elapsed():.0f} s on a shared 2-core machine. Reproduce: "
         f"`.venv/bin/python benchmarks/estimate_cost.py --jobs {','.join(names)}"
         f" --repeats {args.repeats}{' --bound-arm' if args.bound_arm else ''}`.",
         "",
     ])  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "estimate_cost.md").write_text(text)
-    (args.out / "estimate_cost.json").write_text(json.dumps(results, indent=1) + "\n")
+    H.write_text(args.out / "estimate_cost.md", text)
+    H.write_json(args.out / "estimate_cost.json", results, indent=1)
     print(text)
     return 0
 

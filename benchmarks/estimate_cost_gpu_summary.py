@@ -9,6 +9,11 @@ import json
 import sys
 from pathlib import Path
 
+import harness as H
+
+HEAD = ["schedule", "pair", "rc", "wall s", "runs", "train s", "eval s", "eval share",
+        "whole evaluations", "screened items", "N(b)"]  # fmt: skip
+
 
 def records(folder: Path) -> list[dict]:
     out = [json.loads(p.read_text()) for p in folder.glob("**/value.json")]
@@ -17,7 +22,7 @@ def records(folder: Path) -> list[dict]:
     )
 
 
-def row(out: Path, schedule: str, pair: str, rc: str, wall_s: float) -> str:
+def row(out: Path, schedule: str, pair: str, rc: str, wall_s: float) -> list:
     recs = records(out / f"w-{schedule}-{pair}")
     train_s = sum(d["train_wall_s"] for d in recs)
     eval_s = sum(d["eval_wall_s"] for d in recs)
@@ -25,19 +30,13 @@ def row(out: Path, schedule: str, pair: str, rc: str, wall_s: float) -> str:
     screened = sum(d.get("eval", {}).get("screened_items", 0) for d in recs)
     n_b = ", ".join(f"{d['batch_size']}: {d['samples_to_target']}" for d in recs)
     share = eval_s / (train_s + eval_s) if train_s + eval_s else 0.0
-    return (
-        f"| {schedule} | {pair} | {rc} | {wall_s:.1f} | {len(recs)} | {train_s:.1f} | "
-        f"{eval_s:.1f} | {share:.1%} | {full} | {screened} | {n_b} |"
-    )
+    return [schedule, pair, rc, wall_s, len(recs), train_s, eval_s, share, full, screened, n_b]
 
 
 def main(out: Path) -> None:
     walls = list(csv.reader((out / "walls.csv").open()))
-    print("| schedule | pair | rc | wall s | runs | train s | eval s | eval share "
-          "| whole evaluations | screened items | N(b) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for schedule, pair, rc, wall_s in sorted(walls, key=lambda r: (r[1], r[0])):
-        print(row(out, schedule, pair, rc, float(wall_s)))
+    rows = [row(out, s, pair, rc, float(w)) for s, pair, rc, w in sorted(walls, key=lambda r: (r[1], r[0]))]  # fmt: skip
+    print(H.md_table(HEAD, rows, fmt=[None] * 3 + ["{:.1f}", None, "{:.1f}", "{:.1f}", "{:.1%}"]))
     for path in sorted(out.glob("train128-*")):
         d = json.loads(path.read_text())
         keys = ("time_to_accuracy_s", "train_time_s", "eval_time_s", "samples_to_target")

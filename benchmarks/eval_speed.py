@@ -8,7 +8,7 @@ in turn, `--repeats` times each, alternating; the same on the bundled 8x8 digits
 
 * dense: batches of 512, the images as stored (NCHW), the model as trained;
 * batches of 128, channels-last images;
-* the same with batch norm folded into the convolution before it (train/fold.py; the
+* the same with batch norm folded into the convolution before it (train/loop/fold.py; the
   fold's own cost included: a sparse run folds once per grid point it looks at).
 
 Prints the median seconds of each, the ratios to dense, and how many images' verdicts
@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+import harness as H
 
 #: the CIFAR job's split, and the suite's 300 bundled digits (8x8), where the fold's own
 #: cost is most of an evaluation
@@ -64,7 +62,7 @@ def trained_model(spec: str, data_dir: Path, limit: int | None = None) -> tuple[
 def ways(model: Any, x: Any) -> dict[str, Callable[[], Any]]:
     import torch
 
-    from undercap.train.fold import folded
+    from undercap.train.loop.fold import folded
 
     xc = x.contiguous(memory_format=torch.channels_last)
 
@@ -81,11 +79,10 @@ def ways(model: Any, x: Any) -> dict[str, Callable[[], Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
+    p.add_argument("--data-dir", type=Path, default=H.DATA)
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args(argv)
-    if not args.data_dir.is_dir():
-        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
+    if not H.have_data(args.data_dir):
         return 0
     import torch
 
@@ -102,9 +99,9 @@ def measure(model: Any, x: Any, repeats: int) -> None:
     seconds: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            elapsed = H.stopwatch()
             fn()
-            seconds[name].append(time.perf_counter() - t0)
+            seconds[name].append(elapsed())
     dense = statistics.median(seconds["dense: 512, NCHW"])
     print(f"  small CNN, 1 thread, median of {repeats}:")
     for name, s in seconds.items():

@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "benchmarks" / "results" / "fleet"
-FLEET = REPO / "examples" / "fleet-digits.toml"
+import harness as H
+
+OUT = H.RESULTS / "fleet"
+FLEET = H.REPO / "examples" / "fleet-digits.toml"
 PLANS = ("baseline1", "equal", "balanced")
 PARTITIONS = ("iid", "dirichlet:0.5")
 SEEDS = (0, 1, 2)
@@ -102,7 +101,7 @@ def one_run(plan: str, partition: str, seed: int, eff: Path, backend: str, out: 
         efficiency_source=str(eff),
     )
     keep = out / f"{partition.replace(':', '')}-{plan}-seed{seed}" if seed == 0 else None
-    t0 = time.perf_counter()
+    elapsed = H.stopwatch()
     res = run_fleet(cfg, keep, backend=backend, progress=False)
     return {
         "plan": plan,
@@ -112,7 +111,7 @@ def one_run(plan: str, partition: str, seed: int, eff: Path, backend: str, out: 
         "rounds": len(res.rounds),
         "nodes_trained": len(res.rounds[0].nodes) if res.rounds else 0,
         "nodes_left_out": len(res.rounds[0].excluded) if res.rounds else 0,
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": elapsed(),
     }
 
 
@@ -125,23 +124,17 @@ def _ms(values: list) -> str:
 
 
 def table(rows: list) -> str:
-    lines = [
-        "| split | plan | reached | rounds | time to target (s) | energy to target (J) | "
-        "idle s/round | cap violations |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    head = ["split", "plan", "reached", "rounds", "time to target (s)", "energy to target (J)",
+            "idle s/round", "cap violations"]  # fmt: skip
+    body = []
     for part in PARTITIONS:
         for plan in PLANS:
             rs = [r for r in rows if r["plan"] == plan and r["partition"] == part]
-            lines.append(
-                f"| {part} | {plan} | {sum(r['reached'] for r in rs)}/{len(rs)} | "
-                f"{_ms([r['rounds_to_target'] for r in rs])} | "
-                f"{_ms([r['time_to_target_s'] for r in rs])} | "
-                f"{_ms([r['energy_to_target_j'] for r in rs])} | "
-                f"{_ms([r['idle_s_per_round'] for r in rs])} | "
-                f"{sum(r['cap_violations'] for r in rs)} |"
-            )
-    return "\n".join(lines)
+            body.append([part, plan, f"{sum(r['reached'] for r in rs)}/{len(rs)}",
+                         *(_ms([r[k] for r in rs]) for k in ("rounds_to_target", "time_to_target_s",
+                                                            "energy_to_target_j", "idle_s_per_round")),
+                         sum(r["cap_violations"] for r in rs)])  # fmt: skip
+    return H.md_table(head, body)
 
 
 def ratios(rows: list) -> str:
@@ -175,7 +168,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+    elapsed = H.stopwatch()
     eff = estimate(args.out)
     rows = []
     for part in PARTITIONS:
@@ -189,17 +182,12 @@ def main() -> None:
                     f"violations {r['cap_violations']} ({r['wall_s']:.1f} s wall)",
                     flush=True,
                 )
-    _write(args.out, rows, args.backend, time.perf_counter() - t0)
+    _write(args.out, rows, args.backend, elapsed())
 
 
 def _write(out: Path, rows: list, backend: str, wall_s: float) -> None:
-    from undercap.artifacts.io import save_json, write_atomic
-
-    buf = [",".join(rows[0])] + [
-        ",".join("" if v is None else str(v) for v in r.values()) for r in rows
-    ]
-    write_atomic(out / "runs.csv", "\n".join(buf) + "\n")
-    save_json(out / "runs.json", {"backend": backend, "wall_s": wall_s, "runs": rows})
+    H.write_csv(out / "runs.csv", rows)
+    H.write_json(out / "runs.json", {"backend": backend, "wall_s": wall_s, "runs": rows})
     text = (
         "# Fleet benchmark (SIMULATED devices)\n\n"
         f"Backend {backend}; total wall time {wall_s:.0f} s on this host.\n\n"
@@ -208,10 +196,9 @@ def _write(out: Path, rows: list, backend: str, wall_s: float) -> None:
         + ratios(rows)
         + "\n"
     )
-    write_atomic(out / "table.md", text)
+    H.write_text(out / "table.md", text)
     print(text)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO / "src"))
     main()

@@ -15,10 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data"
-DEFAULT_CACHE = Path.home() / ".cache" / "undercap-bench"
-
 
 @dataclass(frozen=True)
 class Modality:

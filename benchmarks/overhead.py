@@ -18,14 +18,11 @@ Writes benchmarks/results/overhead.md and overhead.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+import harness as H
 
 # model, input shape, batch size, (N1, N2) steps
 CASES = [
@@ -35,6 +32,7 @@ CASES = [
 
 
 def _clock() -> tuple[float, float]:
+    """Wall and CPU time (the harness's stopwatch is wall time only)."""
     return time.perf_counter(), time.process_time()
 
 
@@ -107,12 +105,14 @@ def session_only(model_name: str, data, batch_size: int, steps: int) -> float:
     training in between. Seconds of wall time for `steps` steps."""
     from undercap.devices.simulated import SimulatedDevice
     from undercap.models import build_model, workload_of
+    from undercap.train.cap import FixedCap
     from undercap.train.session import Session
 
     model = build_model(model_name, num_classes=data.num_classes, input_shape=data.input_shape)
     wl = workload_of(model, model_name, data.input_shape)
     device = SimulatedDevice.from_name("jetson-nano")
-    with Session(device, power_limit_w=100.0, freq_mhz=921.6, workload=wl) as session:
+    cap = FixedCap(100.0)  # the guard judges every window but never acts, as in instrumented()
+    with Session(device, cap, freq_mhz=921.6, workload=wl, batch_size=batch_size) as session:
         t0 = _clock()
         for _ in range(steps):
             session.step(batch_size)
@@ -162,8 +162,7 @@ def main() -> int:
         rows.append(row)
         print(f"{model}: bare {row['bare_ms_per_step']:.3f} ms/step, undercap "
               f"{row['undercap_ms_per_step']:.3f} ms/step, ratio {row['ratio']:.3f}")  # fmt: skip
-    out = REPO / "benchmarks" / "results"
-    (out / "overhead.json").write_text(json.dumps(rows, indent=1) + "\n")
+    H.write_json(H.RESULTS / "overhead.json", rows, indent=1)
     lines = [
         "# Instrumentation overhead per training step (host CPU, one thread)",
         "",
@@ -173,17 +172,15 @@ def main() -> int:
         f"{args.reps} interleaved repetitions; wall-clock time, and the process's CPU time "
         "(which leaves out the time other processes held the core).",
         "",
-        "| model | input | batch | bare (ms/step) | undercap (ms/step) | ratio (wall) | ratio (CPU) "
-        "| session alone (ms/step) | 1 + session / bare |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['model']} | {'x'.join(map(str, r['input_shape']))} | {r['batch_size']} "
-            f"| {r['bare_ms_per_step']:.3f} | {r['undercap_ms_per_step']:.3f} | {r['ratio']:.3f} "
-            f"| {r['cpu_ratio']:.3f} | {r['session_only_ms_per_step']:.4f} "
-            f"| {r['session_only_ratio']:.4f} |"
-        )
+        H.md_table(
+            ["model", "input", "batch", "bare (ms/step)", "undercap (ms/step)", "ratio (wall)",
+             "ratio (CPU)", "session alone (ms/step)", "1 + session / bare"],
+            [[r["model"], "x".join(map(str, r["input_shape"])), r["batch_size"],
+              r["bare_ms_per_step"], r["undercap_ms_per_step"], r["ratio"], r["cpu_ratio"],
+              r["session_only_ms_per_step"], r["session_only_ratio"]] for r in rows],
+            fmt=[None] * 3 + ["{:.3f}"] * 4 + ["{:.4f}"] * 2,
+        ),
+    ]  # fmt: skip
     lines += [
         "",
         "`session alone`: the per-step work undercap adds (account the step on the "
@@ -193,7 +190,7 @@ def main() -> int:
         "",
         "Reproduce: `OMP_NUM_THREADS=1 .venv/bin/python benchmarks/overhead.py`.",
     ]
-    (out / "overhead.md").write_text("\n".join(lines) + "\n")
+    H.write_text(H.RESULTS / "overhead.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -32,11 +32,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+import harness as H
+
 OLD_COMMIT = "5210d07"
 PAPER_TRAINING_S = 4454.0  # ResNet18 on the Jetson Nano, paper Table 2
 CASES = [
@@ -79,7 +78,7 @@ def r_vectors(batch_sizes: tuple) -> list[dict[int, float]]:
     """As tests/test_profile_sweep.py: the benchmarks' r(b), measured and shifted onto
     these batch sizes, and synthetic (b / b_max)^alpha."""
     out = []
-    for path in sorted((REPO / "benchmarks" / "results").glob("**/efficiency*.json")):
+    for path in sorted(H.RESULTS.glob("**/efficiency*.json")):
         obj = json.loads(path.read_text())
         rel = obj.get("relative") or obj.get("efficiency", {}).get("relative")
         if not rel:
@@ -161,11 +160,13 @@ def agreement(new: dict, limit: float, vectors: list[dict]) -> dict:
 
 
 def main() -> int:
-    t0 = time.monotonic()
+    elapsed = H.stopwatch()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", OLD_COMMIT, "src"], capture_output=True, check=True
+            ["git", "-C", str(H.REPO), "archive", OLD_COMMIT, "src"],
+            capture_output=True,
+            check=True,
         ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         for model, device, bs, limit in CASES:
@@ -188,14 +189,28 @@ def main() -> int:
             )
             print(f"{model} on {device}: {results[-1]['before']['efficient']} -> "
                   f"{results[-1]['after']['efficient']}", file=sys.stderr)  # fmt: skip
-    out = REPO / "benchmarks" / "results"
-    (out / "profile_cost.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "profile_cost.md").write_text(report(results, time.monotonic() - t0))
-    print(report(results, time.monotonic() - t0))
+    H.write_json(H.RESULTS / "profile_cost.json", results, indent=1)
+    text = report(results, elapsed())
+    H.write_text(H.RESULTS / "profile_cost.md", text)
+    print(text)
     return 0
 
 
 def report(results: list[dict], wall_s: float) -> str:
+    head = ["model", "device", "cap", "before: efficient", "after: efficient", "after: with r(b)",
+            "before: full", "after: full", "ratio", "% of 4454 s",
+            "same (b, f): live / replayed / two full sweeps"]  # fmt: skip
+    fmt = lambda c: f"{c['device_time_s']:g} s, {c['energy_j']:g} J ({c['configurations']} cfg)"  # noqa: E731
+    rows = []
+    for r in results:
+        b, a, ch, n = r["before"], r["after"], r["choice"], r["choice"]["vectors"]
+        rows.append([
+            r["model"], r["device"], f"{r['power_limit_w']:g} W", fmt(b["efficient"]),
+            fmt(a["efficient"]), fmt(a["efficient_r"]), fmt(b["full"]), fmt(a["full"]),
+            f"{b['efficient']['device_time_s'] / a['efficient']['device_time_s']:.1f}x",
+            f"{100 * a['efficient']['device_time_s'] / PAPER_TRAINING_S:.2f}%",
+            f"{ch['live_same']}/{n} / {ch['replayed_same']}/{n} / {ch['full_again_same']}/{n}",
+        ])  # fmt: skip
     lines = [
         "# Profiling cost before and after (SIMULATED devices)",
         "",
@@ -210,22 +225,8 @@ def report(results: list[dict], wall_s: float) -> str:
         "where noise alone changes the answer (a row within a few hundredths of a watt "
         "of the cap), a live comparison cannot agree more often.",
         "",
-        "| model | device | cap | before: efficient | after: efficient | after: with r(b) "
-        "| before: full | after: full | ratio | % of 4454 s | same (b, f): live / replayed "
-        "/ two full sweeps |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        H.md_table(head, rows),
     ]
-    for r in results:
-        b, a, ch = r["before"], r["after"], r["choice"]
-        fmt = lambda c: f"{c['device_time_s']:g} s, {c['energy_j']:g} J ({c['configurations']} cfg)"  # noqa: E731
-        lines.append(
-            f"| {r['model']} | {r['device']} | {r['power_limit_w']:g} W | {fmt(b['efficient'])} "
-            f"| {fmt(a['efficient'])} | {fmt(a['efficient_r'])} | {fmt(b['full'])} "
-            f"| {fmt(a['full'])} | {b['efficient']['device_time_s'] / a['efficient']['device_time_s']:.1f}x "
-            f"| {100 * a['efficient']['device_time_s'] / PAPER_TRAINING_S:.2f}% "
-            f"| {ch['live_same']}/{ch['vectors']} / {ch['replayed_same']}/{ch['vectors']} "
-            f"/ {ch['full_again_same']}/{ch['vectors']} |"
-        )  # fmt: skip
     lines += [
         "",
         f"Benchmark wall time {wall_s:.0f} s. Reproduce: "

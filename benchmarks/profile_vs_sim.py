@@ -20,23 +20,21 @@ records, or the simulated device's name); `--sim` names it where it cannot be.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+import harness as H
 
-from undercap.artifacts.profile import Profile, load_profile  # noqa: E402
-from undercap.artifacts.workload import Workload  # noqa: E402
-from undercap.devices.simulated.model import SimSpec, load_spec, step_model  # noqa: E402
-from undercap.devices.trace import COLUMNS as TRACE_COLUMNS  # noqa: E402
-from undercap.errors import UndercapError  # noqa: E402
+from undercap.artifacts.profile import Profile, load_profile
+from undercap.artifacts.workload import Workload
+from undercap.devices.simulated.model import SimSpec, load_spec, step_model
+from undercap.devices.trace import COLUMNS as TRACE_COLUMNS
+from undercap.errors import UndercapError
 
-SPEC_DIR = REPO / "src" / "undercap" / "devices" / "simulated" / "specs"
+SPEC_DIR = H.REPO / "src" / "undercap" / "devices" / "simulated" / "specs"
 CELL_COLUMNS = [
     "board", "sim_device", "model", "batch_size", "freq_mhz", "measured_time_s", "sim_time_s",
     "time_error", "measured_power_w", "sim_power_w", "power_error",
@@ -128,17 +126,14 @@ def summary(cells: Sequence[Cell]) -> dict[str, float]:
 
 
 def write_cells(cells: Sequence[Cell], board: str, sim: str, model: str, path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CELL_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        for c in cells:
-            writer.writerow({
-                "board": board, "sim_device": f"sim:{sim}", "model": model,
-                "batch_size": c.batch_size, "freq_mhz": c.freq_mhz,
-                "measured_time_s": f"{c.measured_time_s:.6g}", "sim_time_s": f"{c.sim_time_s:.6g}",
-                "time_error": f"{c.time_error:.4f}", "measured_power_w": f"{c.measured_power_w:.4g}",
-                "sim_power_w": f"{c.sim_power_w:.4g}", "power_error": f"{c.power_error:.4f}",
-            })  # fmt: skip
+    rows = [{
+        "board": board, "sim_device": f"sim:{sim}", "model": model,
+        "batch_size": c.batch_size, "freq_mhz": c.freq_mhz,
+        "measured_time_s": f"{c.measured_time_s:.6g}", "sim_time_s": f"{c.sim_time_s:.6g}",
+        "time_error": f"{c.time_error:.4f}", "measured_power_w": f"{c.measured_power_w:.4g}",
+        "sim_power_w": f"{c.sim_power_w:.4g}", "power_error": f"{c.power_error:.4f}",
+    } for c in cells]  # fmt: skip
+    H.write_csv(path, rows, CELL_COLUMNS)
 
 
 def write_trace(profile: Profile, sim: str, path: Path) -> bool:
@@ -147,14 +142,10 @@ def write_trace(profile: Profile, sim: str, path: Path) -> bool:
     have = {(r.batch_size, r.freq_mhz) for r in profile.rows}
     if len(have) != len(profile.batch_sizes) * len(profile.freqs_mhz):
         return False
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(TRACE_COLUMNS)
-        for r in sorted(profile.rows, key=lambda r: (r.batch_size, r.freq_mhz)):
-            writer.writerow(
-                [sim, profile.model, r.batch_size, r.freq_mhz, repr(r.time_per_sample_s),
-                 repr(r.mean_power_w)]
-            )  # fmt: skip
+    rows = [[sim, profile.model, r.batch_size, r.freq_mhz, repr(r.time_per_sample_s),
+             repr(r.mean_power_w)]
+            for r in sorted(profile.rows, key=lambda r: (r.batch_size, r.freq_mhz))]  # fmt: skip
+    H.write_csv(path, rows, TRACE_COLUMNS)
     return True
 
 

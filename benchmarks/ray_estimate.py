@@ -30,20 +30,18 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import harness as H
 import matrix_data as M
-
-sys.path.insert(0, str(M.REPO / "src"))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", type=Path, default=M.DEFAULT_DATA)
-    p.add_argument("--cache-dir", type=Path, default=M.DEFAULT_CACHE,
+    p.add_argument("--data-dir", type=Path, default=H.DATA)
+    p.add_argument("--cache-dir", type=Path, default=H.CACHE,
                    help="where the pre-trained weights are kept (the matrix's cache)")  # fmt: skip
-    p.add_argument("--out", type=Path, default=M.REPO / "benchmarks" / "results" / "ray")
+    p.add_argument("--out", type=Path, default=H.RESULTS / "ray")
     p.add_argument("--datasets", default=None, help="text datasets (default: all five)")
     p.add_argument("--batch-sizes", default="32,128")
     p.add_argument("--seeds", type=int, default=2)
@@ -94,9 +92,9 @@ def side(executor: str, cfgs: list, args: argparse.Namespace) -> dict:  # type: 
     kw = dict(cache_dir=work, jobs=args.jobs, torch_device="cpu", progress=False, threads=1,
               log=lambda _m: None, executor=executor,
               ray_address=args.ray_address if executor == "ray" else None)  # fmt: skip
-    t0, effs, phases = time.perf_counter(), [], []
+    elapsed, effs, phases = H.stopwatch(), [], []
     with executor_session(executor, kw["ray_address"]):
-        started_s = time.perf_counter() - t0
+        started_s = elapsed()
         for cfg in cfgs:
             seen = set(work.glob("estimate-run/*/value.json"))
             effs.append(estimate(cfg, **kw))
@@ -107,7 +105,7 @@ def side(executor: str, cfgs: list, args: argparse.Namespace) -> dict:  # type: 
             # reference runs (the largest batch, no target yet) go first, the rest after
             for ref in (True, False):
                 phases.append([r["wall_s"] for r in runs if (r["target_accuracy"] is None) == ref])
-    wall_s = time.perf_counter() - t0
+    wall_s = elapsed()
     return {
         "executor": executor,
         "wall_s": wall_s,
@@ -155,8 +153,7 @@ def ideal_s(phases: list[list[float]], workers: int) -> float:
 
 
 def write(res: dict, out: Path) -> None:  # type: ignore[type-arg]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
+    H.write_json(out / "results.json", res, indent=1)
     st, r0 = res["settings"], res["reps"][0]
     lines = [
         "# r(b) estimates on Ray vs the local pool",
@@ -168,14 +165,15 @@ def write(res: dict, out: Path) -> None:  # type: ignore[type-arg]
         f"{st['jobs']} vs {st['ray_address'] or 'a local Ray'} ({r0['ray']['nodes']} node(s)), "
         "1 thread per run, each side from an empty run cache.",
         "",
-        "| rep | runs | pool wall (s) | Ray wall (s) | of it Ray start (s) | Ray / pool | same N(b) and curves |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for i, r in enumerate(res["reps"]):
-        lines.append(f"| {i} | {r['local']['runs']} | {r['local']['wall_s']:.1f} | "
-                     f"{r['ray']['wall_s']:.1f} | {r['ray']['start_s']:.1f} | "
-                     f"{r['ratio']:.3f} | {'yes' if r['same_n_b'] else 'NO'} |")  # fmt: skip
-    (out / "README.md").write_text("\n".join([*lines, "", *summary(res), ""]))
+        H.md_table(
+            ["rep", "runs", "pool wall (s)", "Ray wall (s)", "of it Ray start (s)", "Ray / pool",
+             "same N(b) and curves"],
+            [[i, r["local"]["runs"], r["local"]["wall_s"], r["ray"]["wall_s"], r["ray"]["start_s"],
+              r["ratio"], "yes" if r["same_n_b"] else "NO"] for i, r in enumerate(res["reps"])],
+            fmt=[None, None, "{:.1f}", "{:.1f}", "{:.1f}", "{:.3f}"],
+        ),
+    ]  # fmt: skip
+    H.write_text(out / "README.md", "\n".join([*lines, "", *summary(res), ""]))
 
 
 def summary(res: dict) -> list[str]:  # type: ignore[type-arg]
@@ -201,9 +199,7 @@ def summary(res: dict) -> list[str]:  # type: ignore[type-arg]
         "",
         "Ideal wall time with W one-thread workers (no start-up), from rep 0's runs:",
         "",
-        "| W | " + " | ".join(str(w) for w in workers) + " |",
-        "|---|" + "---|" * len(workers),
-        "| s | " + " | ".join(f"{t:.0f}" for t in ideal) + " |",
+        H.md_table(["W", *workers], [["s", *(f"{t:.0f}" for t in ideal)]]),
         "",
         "Expected scaling: the runs of one phase of an estimate (the largest batch's "
         "reference runs, then every other run) are independent, so W workers divide its "

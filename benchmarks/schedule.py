@@ -16,7 +16,7 @@ Strategies, each the same training (small CNN, digits, seeds 0..2):
 * static: the paper's way: the configuration Algorithm 1 picks for the lowest cap at
   which the model can run, held for the whole run (it pauses when the cap falls
   below that configuration's peak);
-* ours: re-select (b, f) at every change from the proxy's r(b) (train/follow.py);
+* ours: re-select (b, f) at every change from the proxy's r(b) (train/session/follow.py);
 * hindsight: the same with the target's own r(b) (an oracle: it knows N(b) on the
   target, which no real run does).
 Reported per device and schedule: time to accuracy (training + waiting for power),
@@ -31,13 +31,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "benchmarks" / "results" / "schedule"
-POWER = REPO.parent / "shared" / "data" / "power"
+import harness as H
+
+OUT = H.RESULTS / "schedule"
+POWER = H.DATA / "power"  # the solar days; without them only the stepped schedule runs
 DAYS = {
     "cloudy": "ghi-golden-co-2018-10-14-cloudy.csv",
     "clear": "ghi-alamosa-co-2016-01-01-clear.csv",
@@ -55,9 +55,12 @@ class Fixed:
     n_max: float
 
     def choose(self, limit_w, p=0.0, energy_j=0.0):  # type: ignore[no-untyped-def]
-        need = self.config.peak_power_w + self.config.margin_w  # type: ignore[attr-defined]
-        ok = limit_w is None or limit_w >= need
+        ok = limit_w is None or limit_w >= self.lowest_feasible_w()
         return self.config if ok else None
+
+    def lowest_feasible_w(self) -> float:
+        """The cap it runs under (the follower says so while it waits for power)."""
+        return self.config.peak_power_w + self.config.margin_w  # type: ignore[attr-defined]
 
 
 def setup(device: str, cache: Path):  # type: ignore[no-untyped-def]
@@ -96,7 +99,7 @@ def setup(device: str, cache: Path):  # type: ignore[no-untyped-def]
 
 def schedules(profile, day_s: float):  # type: ignore[no-untyped-def]
     from undercap.recipes.solar import SolarSystem, daylight, read_irradiance, solar_schedule
-    from undercap.train.schedule import PowerSchedule
+    from undercap.train.cap import PowerSchedule
 
     peak = max(r.peak_power_w for r in profile.rows)
     low = min(r.peak_power_w for r in profile.rows)
@@ -128,7 +131,7 @@ def schedules(profile, day_s: float):  # type: ignore[no-untyped-def]
 
 def strategies(profile, effs):  # type: ignore[no-untyped-def]
     from undercap.select import lowest_feasible_power_w, select_ours
-    from undercap.train.schedule import OperatingPoint, Reselector
+    from undercap.train.session.follow import OperatingPoint, Reselector
 
     proxy, target = effs["proxy"], effs["target"]
     low = select_ours(profile, proxy.relative, lowest_feasible_power_w(profile))
@@ -175,18 +178,17 @@ def main() -> int:
     ap.add_argument("--devices", default="sim:jetson-nano,sim:jetson-tx2nx")
     ap.add_argument("--day-s", type=float, default=4.0, help="daylight compressed into (s)")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--cache-dir", type=Path, default=REPO / "runs" / "bench-schedule")
+    ap.add_argument("--cache-dir", type=Path, default=H.REPO / "runs" / "bench-schedule")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
-    from undercap.artifacts.io import save_json, write_atomic
     from undercap.data.spec import DataSpec, load_splits
     from undercap.report.schedule import plot_schedule
 
     data = load_splits(DataSpec("digits"))
-    rows, t0 = [], time.monotonic()
+    rows, elapsed = [], H.stopwatch()
     for device in args.devices.split(","):
         profile, effs = setup(device, args.cache_dir)
         for name, schedule in schedules(profile, args.day_s).items():
@@ -198,9 +200,9 @@ def main() -> int:
                     sim = " (simulated)" if runs[0].simulated else ""
                     plot_schedule(runs[0].segments, args.out / f"{name}-{device.replace(':', '-')}.png",
                                   title=f"ours, {name} day, small CNN on {device}{sim}", cap=schedule)  # fmt: skip
-    text = _markdown(rows, args, time.monotonic() - t0)
-    write_atomic(args.out / "results.md", text)
-    save_json(args.out / "results.json", {"rows": rows})
+    text = _markdown(rows, args, elapsed())
+    H.write_text(args.out / "results.md", text)
+    H.write_json(args.out / "results.json", {"rows": rows})
     print(text)
     return 0
 
@@ -224,8 +226,8 @@ def _line(r: dict) -> str:  # type: ignore[type-arg]
 
 
 def _markdown(rows: list, args: argparse.Namespace, wall_s: float) -> str:  # type: ignore[type-arg]
-    head = ["| device | schedule | strategy | time to accuracy (s) | vs static | vs hindsight "
-            "| energy (J) | paused (s) | cap violations | configurations |", "|" + "---|" * 10]  # fmt: skip
+    head = ["device", "schedule", "strategy", "time to accuracy (s)", "vs static", "vs hindsight",
+            "energy (J)", "paused (s)", "cap violations", "configurations"]  # fmt: skip
     by = {(r["device"], r["schedule"], r["strategy"]): r for r in rows}
     body = []
     for r in rows:
@@ -237,14 +239,14 @@ def _markdown(rows: list, args: argparse.Namespace, wall_s: float) -> str:  # ty
             else f"{mean / statistics.fmean(x['time_s']) - 1:+.1%}"
             for x in ref.values()
         ]
-        body.append(f"| {r['device']} (simulated) | {r['schedule']} | {r['strategy']} | {fmt(r['time_s'])} "
-                    f"| {rel[0]} | {rel[1]} | {fmt(r['energy_j'])} | {fmt(r['paused_s'])} "
-                    f"| {sum(r['violations'])} | {', '.join(r['configs'])} |")  # fmt: skip
+        body.append([f"{r['device']} (simulated)", r["schedule"], r["strategy"], fmt(r["time_s"]),
+                     *rel, fmt(r["energy_j"]), fmt(r["paused_s"]), sum(r["violations"]),
+                     ", ".join(r["configs"])])  # fmt: skip
     cmd = f"python benchmarks/schedule.py --day-s {args.day_s:g} --seeds {args.seeds}"
     return "\n".join(
         [f"# Changing power caps: static vs ours vs hindsight ({wall_s:.0f} s wall)", "",
          f"`{cmd}`; small CNN on digits to 95% test accuracy; simulated devices, virtual clock; "
-         "mean ± std over seeds; time includes waiting for power.", "", *head, *body, ""]
+         "mean ± std over seeds; time includes waiting for power.", "", H.md_table(head, body), ""]
     )  # fmt: skip
 
 

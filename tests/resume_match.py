@@ -3,7 +3,7 @@ tests (test_train.py, test_train_cli.py; docs/_drafts/resume.md says it for user
 
 * On the CPU, and on CUDA with --deterministic: exactly. Same evaluations, same
   accuracies, same losses bit for bit, the same samples to target and steps. The loop
-  restores model, optimizer, data order and RNG (train/loop.py), and these kernels
+  restores model, optimizer, data order and RNG (train/loop/), and these kernels
   sum in a fixed order (the CPU at a fixed number of threads; on CUDA
   torch.use_deterministic_algorithms, cuDNN without benchmarking, a fixed cuBLAS
   workspace).

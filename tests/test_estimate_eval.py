@@ -19,7 +19,7 @@ from undercap.errors import UndercapError
 from undercap.estimate import EstimateConfig, estimate
 from undercap.estimate.config import fingerprint
 from undercap.estimate.evalsched import SparseParams, run_sparse
-from undercap.train.evalplan import Check, check_z, margin, next_look
+from undercap.train.loop.evalplan import Check, check_z, margin, next_look
 
 # digits: 1438 train / 359 test; a look checks every 80 items (4 checks)
 DATA = DataSpec("digits", limit=1500)
@@ -485,7 +485,7 @@ def _trainer_on_noise(**cfg_kw: Any) -> Any:
 
 def test_folded_evaluation_scores_what_the_model_does() -> None:
     """Sparse CPU runs evaluate a copy with batch norm folded into the convolutions
-    (train/fold.py): the same accuracy, the loss to float rounding, the model itself
+    (train/loop/fold.py): the same accuracy, the loss to float rounding, the model itself
     untouched and still in training mode; the copy is rebuilt after a step."""
     plain = _trainer_on_noise(eval_batch_size=128, eval_channels_last=True)
     fold = _trainer_on_noise(eval_batch_size=128, eval_channels_last=True, eval_fold_bn=True)
@@ -506,7 +506,7 @@ def test_a_model_fold_cannot_trace_is_evaluated_as_it_is() -> None:
     import torch
     from torch import nn
 
-    from undercap.train.fold import FoldCache, folded
+    from undercap.train.loop.fold import FoldCache, folded
 
     class Branchy(nn.Module):  # data-dependent control flow: fx cannot trace it
         def __init__(self) -> None:

@@ -1,4 +1,4 @@
-"""The device's sparse evaluation plan (train/evalplan.py): the same time to accuracy as
+"""The device's sparse evaluation plan (train/loop/evalplan.py): the same time to accuracy as
 dense evaluation, for fewer evaluations and looks that stop early.
 
 Two levels: the plan against brute force on curves whose per-item verdicts are known
@@ -15,7 +15,7 @@ from undercap import defaults
 from undercap.devices.simulated import SimulatedDevice
 from undercap.errors import UndercapError
 from undercap.train import train_on_device
-from undercap.train.evalplan import EvalPlan, SparseParams, next_look, secant_look
+from undercap.train.loop.evalplan import EvalPlan, SparseParams, next_look, secant_look
 from undercap.train.spec import TrainSpec
 
 EVERY = 128
@@ -249,31 +249,10 @@ def test_sparse_run_killed_and_resumed_equals_the_uninterrupted(
     assert r.eval_time_s == pytest.approx(full.eval_time_s, rel=1e-9)
 
 
-def test_a_reader_of_the_curve_gets_whole_evaluations_at_its_minimum_rate():
-    """With `max_gap`, whole evaluations come at most that many samples apart, far from
-    the target too (what the online re-selection reads), and the crossing is dense's."""
-    curve, target, gap = saturating(1 / 20000), 0.71, 1024
-    want = dense_crossing(CurveTrainer(curve), target, 60_000)
-    tr = CurveTrainer(curve)
-    plan = EvalPlan(target, EVERY, SparseParams.default(), max_gap=gap)
-    tr.plan, fulls = plan, []
-    for s in range(EVERY, 60_001, EVERY):
-        acc = looked(tr, plan, s)
-        if acc is None:
-            continue
-        fulls.append(s)
-        if acc >= target:
-            break
-    assert fulls[-1] == want
-    assert fulls[0] <= gap and all(b - a <= gap for a, b in zip(fulls, fulls[1:]))
-    assert len(fulls) < want // EVERY
-
-
-def test_the_online_rule_gets_its_minimum_rate_from_the_plan():
-    from undercap.train.evalplan import plan_for
+def test_a_device_run_gets_a_plan_unless_dense():
+    from undercap.train.loop.evalplan import plan_for
 
     base = dict(model="small-cnn", batch_size=16, target_accuracy=0.9, eval_every_samples=128)
     assert plan_for(TrainSpec(**base, eval_schedule="dense")) is None
-    assert plan_for(TrainSpec(**base)).max_gap is None
-    online = plan_for(TrainSpec(**base, online=True))
-    assert online.max_gap == defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES
+    assert plan_for(TrainSpec(**{**base, "target_accuracy": None})) is None
+    assert plan_for(TrainSpec(**base)).every == 128

@@ -76,7 +76,8 @@ def test_a_live_source_gone_bad_holds_its_last_limit_and_says_so(tmp_path, capsy
     from undercap.data.spec import DataSpec, load_splits
     from undercap.devices import open_device
     from undercap.train import TrainSpec, train
-    from undercap.train.schedule import LiveSource, reselector_for
+    from undercap.train.cap import LiveSource
+    from undercap.train.session.follow import reselector_for
 
     src = tmp_path / "cap.txt"
     src.write_text("4.0\n")
@@ -132,7 +133,7 @@ def test_waiting_for_power_sleeps_says_so_and_gives_up(tmp_path, capsys):
     PowerWaitError (exit 4) instead of waiting without end."""
     import undercap
     from undercap.errors import EXIT_CAP_EXCEEDED, PowerWaitError
-    from undercap.train.schedule import LiveSource
+    from undercap.train.cap import LiveSource
 
     (tmp_path / "cap.txt").write_text("1.0\n")
     live = LiveSource(tmp_path / "cap.txt", poll_s=0.25, max_wait_s=1.5)
@@ -284,7 +285,7 @@ def test_inputs_saved_with_a_byte_order_mark_read_as_text(tmp_path, encoding):
     """A selection and a schedule saved by a Windows editor (UTF-16 with a mark, UTF-8
     with a BOM): read as text (a UnicodeDecodeError traceback before)."""
     from undercap.artifacts.selection import load_selection
-    from undercap.train.schedule import load_schedule
+    from undercap.train.cap import load_schedule
 
     sel = selection(tmp_path)
     sel.write_bytes(sel.read_text().encode(encoding))

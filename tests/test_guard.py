@@ -1,4 +1,4 @@
-"""The power guard's window and judgement (train/guard.py), the end-of-run check, visible
+"""The power guard's window and judgement (train/session/guard.py), the end-of-run check, visible
 frequency snaps, and a run over its limit counted as a failure in compare's tables."""
 
 import sys
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from undercap.devices.simulated import SimulatedDevice
-from undercap.train.guard import EXCEEDED_AT_END, READ_ONLY, STEP_DOWN, PowerGuard
+from undercap.train.session.guard import EXCEEDED_AT_END, READ_ONLY, STEP_DOWN, PowerGuard
 
 if TYPE_CHECKING:
     from undercap.artifacts.comparison import RunRecord
@@ -139,17 +139,18 @@ def test_a_run_over_its_limit_is_a_failure_in_the_tables():
 
 
 def test_the_clock_held_is_the_new_configurations_after_a_switch():
-    """A guard step-down belongs to the configuration it happened in: after apply()
-    switches (a changing cap, a race lane), the run holds the new clock."""
-    from types import SimpleNamespace
-
-    from undercap.train.guard import GuardEvent
+    """A guard step-down belongs to the configuration it happened in: after a changing
+    cap's follower switches, the run holds the new clock."""
+    from undercap.train.cap import FixedCap
     from undercap.train.session import Session
+    from undercap.train.session.follow import Change, OperatingPoint
+    from undercap.train.session.guard import GuardEvent
 
-    with Session(nano(), power_limit_w=5.0, freq_mhz=921.6, workload=None) as session:
+    cap = FixedCap(5.0)
+    with Session(nano(), cap, freq_mhz=921.6, workload=None, batch_size=64) as session:
         session.guard.events.append(GuardEvent(0.1, 64, 921.6, 844.8, 5.2, 5.0, STEP_DOWN))
         assert session.locked_mhz() == 844.8
-        session.apply(SimpleNamespace(freq_mhz=614.4, batch_size=32), 4.0)
-        assert session.locked_mhz() == 614.4
+        session._follow(Change(4.0, OperatingPoint(32, 614.4, 3.9)))
+        assert session.locked_mhz() == 614.4 and session.batch_size == 32
         session.guard.events.append(GuardEvent(0.2, 96, 614.4, 537.6, 4.1, 4.0, STEP_DOWN))
         assert session.locked_mhz() == 537.6

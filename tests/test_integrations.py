@@ -44,7 +44,7 @@ def test_gpt2_profiles_runs_and_trains_on_text(tmp_path: Path, capsys, monkeypat
     run = ["run", *QUICK, "--model", model, "--proxy", text, "--target", text,
            "--context", "32", "--power-limit", "4.5", "--target-accuracy", "0.4",
            "--batch-sizes", "8,16", "--estimate-seeds", "1", "--max-samples", "3000",
-           "--eval-every", "250", "--lr", "0.003", "--no-gns-check",
+           "--eval-every", "250", "--lr", "0.003",
            "--cache-dir", str(tmp_path / "cache"), "-o", str(out)]  # fmt: skip
     assert main(run) == 0, capsys.readouterr().err
     first = json.loads((out / "train.json").read_text())
@@ -228,7 +228,7 @@ def test_run_records_the_recipe_and_train_repeats_it(tmp_path: Path, capsys, mon
     run = ["run", *QUICK, "--model", "small-cnn", "--proxy", "digits", "--target", "digits",
            "--target-limit", "400", "--proxy-limit", "400", "--power-limit", "none",
            "--target-accuracy", "0.6", "--batch-sizes", "16,32", "--estimate-seeds", "1",
-           "--max-samples", "2000", "--eval-every", "160", "--no-gns-check",
+           "--max-samples", "2000", "--eval-every", "160",
            "--optimizer", "recipe.py:make_opt", "--full-profile", "-o", str(out)]  # fmt: skip
     assert main(run) == 0, capsys.readouterr().err
     selection = json.loads((out / "selection.json").read_text())

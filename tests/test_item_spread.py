@@ -19,8 +19,8 @@ from conftest import run_files
 from undercap._compat import normal_inv_cdf
 from undercap.data.spec import DataSpec
 from undercap.estimate import EstimateConfig, estimate
-from undercap.train.evalplan import SPREAD_MIN_ITEMS, Check, check_z, margin, t_quantile
-from undercap.train.objective import ItemSpread, make_objective, score_until, top1_items
+from undercap.train.loop.evalplan import SPREAD_MIN_ITEMS, Check, check_z, margin, t_quantile
+from undercap.train.loop.scoring import ItemSpread, make_objective, score_until, top1_items
 
 
 def test_t_quantile_matches_the_density() -> None:

@@ -41,7 +41,7 @@ def test_the_device_path_reaches_the_device_side_and_stops_short_of_the_server()
         "undercap.devices.state",  # restore
         "undercap.profile.sweep",
         "undercap.train.runner",  # loaded lazily (undercap.train's PEP 562 table)
-        "undercap.train.guard",
+        "undercap.train.session.guard",
         "undercap.train.checkpoint",
         "undercap.select.core",  # a changing cap re-selects on the board
         "undercap.models.small_cnn",  # named by the model registry

@@ -21,7 +21,7 @@ from undercap.errors import UndercapError
 from undercap.models.outputs import batch_len, logits_of, loss_of, split_item
 from undercap.models.workload import output_classes, workload_of
 from undercap.train.api import CappedWarning
-from undercap.train.objective import make_objective
+from undercap.train.loop.scoring import make_objective
 
 QUICK = ["--device", "sim:jetson-nano", "--torch-device", "cpu", "--no-progress"]
 LOGITS = torch.randn(4, 3)

@@ -201,7 +201,7 @@ def test_run_profiles_in_two_stages_and_reports_the_cost(tmp_path, capsys):
             "--efficiency", str(tmp_path / "e.json"), "--batch-sizes", "16..64",
             "--power-limit", "3.5", "--target-accuracy", "0.8", "--max-samples", "2000",
             "--eval-every", "256", "--torch-device", "cpu", "--no-progress",
-            "--no-gns-check", "-o", str(out)]  # fmt: skip
+            "-o", str(out)]  # fmt: skip
     assert main(argv) == 0
     prof = load_profile(out / "profile.json")
     assert prof.mode == "efficient" and prof.sweep["relative"] == {

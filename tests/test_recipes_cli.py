@@ -7,7 +7,7 @@ import json
 import pytest
 
 from undercap.cli import main
-from undercap.cli.recipe_args import power_limits
+from undercap.cli.common import power_limits
 
 QUICK = [
     "--device", "sim:jetson-nano", "--model", "small-cnn", "--batch-sizes", "16,64",
@@ -114,3 +114,60 @@ def test_compare_argument_errors_exit_2(tmp_path, capsys):
     assert main(argv) == 2  # infeasible cap: no frequency keeps the models under it
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error:") and "raise the power limit" in err[-1]
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "what"),
+    [
+        ("run", ["--race"], "race on the target"),
+        ("run", ["--no-race"], "race on the target"),
+        ("run", ["--race-budget", "0.05"], "sized the removed race"),
+        ("run", ["--online"], "own curve"),
+        ("run", ["--gns-check"], "gradient-noise-scale"),
+        ("run", ["--no-gns-check"], "gradient-noise-scale"),
+        ("run", ["--gns-budget", "0.01"], "sized the removed"),
+        ("run", ["--rule", "gns"], "ensemble rule"),
+        ("run", ["--rule", "spread"], "no better than Algorithm 1"),
+        ("train", ["--race"], "race on the target"),
+        ("train", ["--online"], "own curve"),
+    ],
+)
+def test_a_removed_option_is_one_line_saying_what_decides_now(capsys, command, flags, what):
+    """The options 0.3.0 removed (measured not to help): one `error:` line, exit 2,
+    naming what does the job now, before any work."""
+    argv = [command, "--device", "sim:jetson-nano", "--model", "small-cnn", *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    line = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(line) == 1 and "removed in undercap 0.3.0" in line[0] and what in line[0], err
+
+
+def test_removed_keywords_of_the_library_are_one_error_too():
+    from undercap.devices import open_device
+    from undercap.errors import UndercapError
+    from undercap.recipes.run import RunConfig
+    from undercap.train.api import capped
+
+    with open_device("sim:jetson-nano") as device:
+        with pytest.raises(UndercapError, match="removed in undercap 0.3.0"):
+            capped(device, batch_size=8, race=True)
+        with pytest.raises(UndercapError, match="removed in undercap 0.3.0"):
+            capped(device, batch_size=8, online=True)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+            capped(device, batch_size=8, nope=1)
+    with pytest.raises(UndercapError, match="--gns-check"):
+        RunConfig("sim:jetson-nano", "small-cnn", None, None, 4.0, None, 0.9, gns_check=True)
+
+
+def test_run_config_takes_the_cap_and_its_old_spelling_with_a_warning():
+    """RunConfig holds the cap and nothing beside it; power_limit_w= is a deprecated
+    spelling of it for one release."""
+    from undercap.recipes.run import RunConfig
+    from undercap.train.cap import FixedCap
+
+    cfg = RunConfig("sim:jetson-nano", "small-cnn", None, None, 4.0, None, 0.9)
+    assert cfg.cap == FixedCap(4.0) and not hasattr(cfg, "power_limit_w")
+    with pytest.warns(DeprecationWarning, match="give cap="):
+        old = RunConfig("sim:jetson-nano", "small-cnn", None, None, setup=None,
+                        target_accuracy=0.9, cap=None, power_limit_w=3.5)  # fmt: skip
+    assert old.cap == FixedCap(3.5)

@@ -14,12 +14,10 @@ import pytest
 
 from undercap.artifacts import Profile, ProfileRow
 from undercap.errors import ArtifactError
-from undercap.train.schedule import (
-    LiveSource,
+from undercap.train.cap import LiveSource, PowerSchedule, load_schedule
+from undercap.train.session.follow import (
     OperatingPoint,
-    PowerSchedule,
     Reselector,
-    load_schedule,
     progress_fraction,
     remaining_samples,
 )
@@ -156,7 +154,7 @@ def test_killed_mid_schedule_resumes_with_nothing_lost(tmp_path: Path, capsys) -
 
     from undercap.cli import main
     from undercap.train.checkpoint import load_checkpoint
-    from undercap.train.repro import KILL_AFTER_SAMPLES_ENV
+    from undercap.train.loop.repro import KILL_AFTER_SAMPLES_ENV
 
     on_any = ["--torch-device", "auto", "--deterministic"]
     whole = tmp_path / "whole"
@@ -247,57 +245,61 @@ def test_solar_days_from_shared_data(tmp_path: Path) -> None:
         assert 0.0 in sched.limits_w and max(sched.limits_w) > 3.0 and sched.period_s > 10
 
 
-class _Session:
-    """What CapFollower uses of a Session: a schedule clock, apply(), the step's length."""
-
-    def __init__(self, t_s: float = 0.0) -> None:
-        self.schedule_s, self.samples, self.last_step_s = t_s, 0, 0.0
-        self.applied: list = []
-
-    def apply(self, config, limit_w) -> None:
-        self.applied.append((config.batch_size, limit_w))
-
-    def energy_so_far_j(self) -> float:
-        return 0.0
-
-
 class _Reselector:
     relative, n_max = {32: 0.5, 64: 1.0}, None
 
     def choose(self, limit, progress, energy_j):
         return OperatingPoint(64 if limit == 5.0 else 32, 900.0, limit or 0.0)
 
+    def lowest_feasible_w(self):
+        return 3.0
 
-def test_resumed_after_switching_ahead_of_a_falling_cap_keeps_the_new_config(monkeypatch):
+
+def test_resumed_after_switching_ahead_of_a_falling_cap_keeps_the_new_config():
     """A checkpoint taken after the follower switched ahead of a falling cap (5 W -> 3 W
     at 1.0 s, the next step would have crossed it): the resumed run goes on with the
     3 W configuration, as the uninterrupted run did, not one step re-selected for 5 W."""
-    from undercap.train.follow import CapFollower, SegmentLog
+    from undercap.train.session.follow import CapFollower
 
-    monkeypatch.setattr(SegmentLog, "open", lambda self, session, *config: None)
-    monkeypatch.setattr(SegmentLog, "close", lambda self, session: None)
     schedule = PowerSchedule((0.0, 1.0), (5.0, 3.0))
-    follower, session = CapFollower(schedule, _Reselector()), _Session()
-    follower.start(session)
+    follower = CapFollower(schedule, _Reselector())
+    changes = [follower.start(0.0, 0.0)]
     for t in (0.3, 0.6, 0.9):
-        session.schedule_s, session.last_step_s = t, 0.3
-        follower.after_step(session, 64)
-    assert session.applied == [(64, 5.0), (32, 3.0)]  # switched at 0.9 s, ahead of 1.0 s
+        changes.append(follower.after_step(t, 0.3, 64, 0.0))
+    made = [(c.point.batch_size, c.limit_w) for c in changes if c is not None]
+    assert made == [(64, 5.0), (32, 3.0)]  # switched at 0.9 s, ahead of 1.0 s
 
-    resumed, again = CapFollower(schedule, _Reselector(), follower.state()), _Session(0.9)
-    resumed.start(again)
-    assert again.applied == [(32, 3.0)]
-    again.schedule_s, again.last_step_s = 1.2, 0.3
-    resumed.after_step(again, 32)
-    assert again.applied == [(32, 3.0)] and resumed.limit_w == 3.0
+    resumed = CapFollower(schedule, _Reselector(), follower.state())
+    again = resumed.start(0.9, 0.0)
+    assert (again.point.batch_size, again.limit_w, again.held) == (32, 3.0, True)
+    assert resumed.after_step(1.2, 0.3, 32, 0.0) is None and resumed.limit_w == 3.0
+
+
+def test_a_pause_waits_for_the_rise_and_says_so_once():
+    """No configuration under 0 W: the follower says pause until the schedule's next
+    rise (one waiting line), and after the wait the configuration the cap allows."""
+    from undercap.train.session.follow import CapFollower
+
+    schedule = PowerSchedule((0.0, 1.0, 5.0), (5.0, 0.0, 5.0))
+
+    class _NoPower(_Reselector):
+        def choose(self, limit, progress, energy_j):
+            return None if not limit else super().choose(limit, progress, energy_j)
+
+    follower = CapFollower(schedule, _NoPower())
+    follower.start(0.0, 0.0)
+    pause = follower.after_step(1.0, 0.3, 64, 0.0)
+    assert pause.point is None and pause.wait_s == pytest.approx(4.0)
+    assert "waiting for power" in pause.note and follower.config is None
+    back = follower.after_wait(5.0, 0.0)
+    assert back.point.batch_size == 64 and "power is back" in back.note
 
 
 def test_cap_from_takes_a_made_schedule_or_live_source_as_it_is(tmp_path: Path) -> None:
     """capped(power_schedule=) and train_on_device(power_schedule=) hand a schedule or a
     live source already made: it is the cap; a limit beside it is one too many."""
     from undercap.errors import UndercapError
-    from undercap.train.cap import FixedCap, cap_from
-    from undercap.train.schedule import LiveSource
+    from undercap.train.cap import FixedCap, LiveSource, cap_from
 
     (tmp_path / "cap.txt").write_text("4.2\n")
     live = LiveSource(tmp_path / "cap.txt", 1.0)

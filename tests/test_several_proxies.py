@@ -129,7 +129,7 @@ def test_run_with_three_proxies_end_to_end(tmp_path, capsys) -> None:
 @pytest.mark.parametrize(
     "extra, needle",
     [
-        (["--rule", "spread"], "--rule spread works with one proxy"),
+        (["--rule", "spread"], "--rule (rule=) was removed"),
         (["--proxy-limit", "300,360"], "--proxy-limit has 2 values for 3 proxies"),
         (["--objective", "energy"], "rank time to accuracy only"),
     ],

@@ -12,7 +12,7 @@ from undercap.models.registry import model_spec
 from undercap.report.text import train_summary
 from undercap.train import train_on_device
 from undercap.train.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
-from undercap.train.guard import BATCH_DOWN, READ_ONLY, STEP_DOWN, PowerGuard
+from undercap.train.session.guard import BATCH_DOWN, READ_ONLY, STEP_DOWN, PowerGuard
 
 TOP_MHZ = 921.6
 # small-cnn, b=32 on the simulated Nano draws ~3.42 W at 921.6 MHz and ~3.34 W at
@@ -339,7 +339,7 @@ def test_resume_keeps_guard_state_and_clock(digits, tmp_path, monkeypatch, deter
     from resume_match import assert_resumed_matches, exact_expected
 
     from undercap.train.loop import Trainer
-    from undercap.train.repro import CUBLAS_WORKSPACE_CONFIG
+    from undercap.train.loop.repro import CUBLAS_WORKSPACE_CONFIG
 
     # deterministic sets it for the process where unset: put back as it was afterwards
     monkeypatch.setenv(

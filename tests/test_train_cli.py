@@ -60,7 +60,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
     from resume_match import assert_resumed_matches, exact_expected
 
     from undercap.train.checkpoint import load_checkpoint
-    from undercap.train.repro import KILL_AFTER_SAMPLES_ENV
+    from undercap.train.loop.repro import KILL_AFTER_SAMPLES_ENV
 
     ck = tmp_path / "ck"
     full = undercap(*RUN, "-o", str(tmp_path / "full.json"))  # meanwhile, uninterrupted
@@ -184,7 +184,7 @@ def test_deterministic_reaches_the_trainer_and_the_result(tmp_path, monkeypatch,
     import torch
 
     from undercap.train.loop import Trainer
-    from undercap.train.repro import CUBLAS_WORKSPACE_CONFIG
+    from undercap.train.loop.repro import CUBLAS_WORKSPACE_CONFIG
 
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", "unset")  # so that teardown puts back
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG")  # what was there (or nothing)
@@ -219,17 +219,14 @@ def test_run_passes_deterministic_to_device_training() -> None:
     """`run --deterministic` (and `compare`'s, same options): device training gets it."""
     from undercap.cli import build_parser
     from undercap.cli.recipes import _setup
-    from undercap.train.cap import NO_CAP
 
     base = ["run", "--device", "sim:jetson-nano", "--model", "small-cnn", "--proxy", "digits",
             "--target", "digits", "--power-limit", "4", "--target-accuracy", "0.9",
             "-o", "out"]  # fmt: skip
     parser = build_parser()
 
-    def spec(args):  # the TrainSpec of a device run of this setup
-        return _setup(args).train_spec(
-            "small-cnn", 32, target_accuracy=0.9, freq_mhz=None, cap=NO_CAP, seed=0
-        )
+    def spec(args):  # the plan of a device run of this setup
+        return _setup(args).plan("small-cnn", 32, target_accuracy=0.9, seed=0)
 
     assert spec(parser.parse_args(base)).deterministic is False
     assert spec(parser.parse_args([*base, "--deterministic"])).deterministic is True
@@ -242,7 +239,7 @@ def test_deterministic_op_missing_is_one_error_line() -> None:
     import torch
 
     from undercap.errors import UndercapError
-    from undercap.train.repro import deterministic_torch
+    from undercap.train.loop.repro import deterministic_torch
 
     before = torch.are_deterministic_algorithms_enabled()
     msg = "adaptive_avg_pool3d_backward_cuda does not have a deterministic implementation"
@@ -265,8 +262,7 @@ def test_a_selection_made_with_deterministic_trains_deterministic(tmp_path):
         sel = Selection("ours", 32, 900.0, 1e-4, 3.0, 3.5, "small-cnn", "sim", True)
         path = save_selection(tmp_path / "sel.json", dataclasses.replace(sel, training=training))
         base = ["train", "--from-selection", str(path), "--target-accuracy", "0.9"]
-        spec, _ = _resolve(build_parser().parse_args([*base, *flags]))
-        return spec.deterministic
+        return _resolve(build_parser().parse_args([*base, *flags])).deterministic
 
     assert resolved({"deterministic": True}) is True
     assert resolved({}) is False and resolved({}, "--deterministic") is True

@@ -70,60 +70,6 @@ RAY_OBJECT_STORE_BYTES = 256 * 1024**2
 #: retries an unreachable head for about a minute
 RAY_CONNECT_TIMEOUT_S = 5.0
 
-# --- the on-device cross-check of r(b): gradient noise scale (estimate/gns.py) --------
-#: bootstrap resamples over the probe steps for B_simple's interval
-GNS_BOOTSTRAP_RESAMPLES = 1000
-#: `undercap run` measures it on the target before training (--no-gns-check: off)
-GNS_CHECK = True
-#: B_big = GNS_PROBE_K x B_small; B_small is the smallest candidate batch size
-GNS_PROBE_K = 8
-#: probe steps of B_big samples: at least (else the check is skipped) and at most
-GNS_MIN_STEPS = 2
-GNS_MAX_STEPS = 8
-#: the probe's device time may be at most this fraction of the predicted training time
-GNS_BUDGET_FRACTION = 0.01
-#: which rule makes the trained choice: "paper" (Algorithm 1), "spread" or "gns"
-SELECTION_RULE = "paper"
-
-# --- a race on the target between the proxies' candidates (select/race.py) ------------
-#: off by default: measured on the matrix (benchmarks/results/matrix/README.md, "A race
-#: on the target"), no budget makes it better than the proxies' median alone
-RACE = False
-#: each candidate trains this fraction of the favourite's predicted training time
-RACE_FRACTION = 0.05
-#: at most this many candidates (the median's choice and the proxies' own picks)
-RACE_CANDIDATES = 2
-#: a challenger must be this much more accurate than the favourite at the race's end
-RACE_MARGIN = 0.0
-
-# --- the online rule: r(b) re-weighed mid-run by the target's own curve (select/online.py)
-#: off by default: replayed on the matrix (benchmarks/results/matrix/online.md) no weighting,
-#: margin or evaluation rate met the goal; its best variant moved the text mean from +0.71%
-#: to +0.53% but the image mean from +6.41% to +7.92%, and neither worst cell
-ONLINE = False
-#: that variant: each proxy's likelihood of the observed prefix, tempered (to the power
-#: 1/K for K points), on raw samples, with this floor on the predicted std (in units of
-#: the target accuracy) ...
-ONLINE_SCHEME = "tempered"
-ONLINE_SIGMA = 0.02
-#: ... switching only when the re-pooled choice predicts this much less remaining time
-ONLINE_MARGIN = 0.1
-#: the coarsest evaluation interval, in training samples, the rule may be fed: the replay
-#: saw every 1st, 2nd, 4th and 8th evaluation of the matrix's grid (256 samples on text
-#: and the digits, 512 on the other images) and its verdict did not change up to the 8th,
-#: i.e. 2048 samples on every cell; coarser than that is unmeasured. `--online` refuses a
-#: coarser --eval-every, and the device's evaluation schedule keeps to it while the rule
-#: is on (TrainSpec.online)
-ONLINE_MIN_EVAL_EVERY_SAMPLES = 2048
-#: each recorded proxy curve a selection carries is thinned to at most this many points
-#: (linear interpolation between them is what the rule reads anyway)
-ONLINE_CURVE_POINTS = 48
-
-# --- spread-aware selection (select/robust.py) ------------------------------------------
-#: configurations within this many standard errors of Algorithm 1's predicted time are
-#: "within the noise"; the spread rule takes the smallest worst case among them
-SPREAD_K = 1.0
-
 # --- pre-training ---------------------------------------------------------------------
 PRETRAIN_EPOCHS = 5.0
 PRETRAIN_BATCH_SIZE = 64
@@ -131,11 +77,11 @@ PRETRAIN_BATCH_SIZE = 64
 # --- device training (`undercap train`) -------------------------------------------------
 TRAIN_MAX_SAMPLES = 100_000
 TRAIN_EVAL_EVERY_SAMPLES = 2_000
-#: "sparse" (train/evalplan.py: far looks, sequential looks; the same time to accuracy) or
+#: "sparse" (train/loop/evalplan.py: far looks, sequential looks; the same time to accuracy) or
 #: "dense" (the whole held-out split at every grid point)
 TRAIN_EVAL_SCHEDULE = "sparse"
 #: held-out samples per forward pass of a device run's evaluation; a sparse look checks
-#: its verdict after each (train/evalplan.py): on a GPU a batch is mostly fixed cost
+#: its verdict after each (train/loop/evalplan.py): on a GPU a batch is mostly fixed cost
 TRAIN_EVAL_BATCH = 512
 #: checkpoint every this many device seconds of training
 CHECKPOINT_EVERY_S = 60.0

@@ -1,7 +1,7 @@
 """Errors a user can cause and fix. The CLI prints them as one `error:` line, exit 2."""
 
 import importlib
-from typing import Any
+from typing import Any, Dict
 
 # Exit codes a script can rely on (README, "Exit codes"). 1 stays Python's own: a bug.
 EXIT_OK = 0  # done; for `train` and `run`: the target accuracy was reached
@@ -43,7 +43,7 @@ class InfeasibleError(UndercapError):
 
 class CapExceededError(InfeasibleError):
     """Training went over its cap with no lower clock or smaller batch size left to step
-    down to (the power guard, train/guard.py). The run was checkpointed first where it
+    down to (the power guard, train/session/guard.py). The run was checkpointed first where it
     had a checkpoint folder; the CLI exits with EXIT_CAP_EXCEEDED."""
 
     exit_code = EXIT_CAP_EXCEEDED
@@ -70,3 +70,46 @@ def require(module: str, extra: str, purpose: str) -> Any:
             f"{purpose} needs {module.split('.')[0]}, which is not installed: "
             f"pip install 'undercap[{extra}]'"
         ) from e
+
+
+#: What undercap 0.3.0 removed from the product because it measured not to help
+#: (docs/changelog.md; its benchmarks and results stay, reproducible with 0.2.0), and
+#: what does the job now. A flag or keyword that asks for one is this one line.
+REMOVED_IN_0_3 = {
+    "race": "the race on the target picked the faster candidate no better than chance "
+    "on the proxy matrix; several proxies' median r(b) (the ensemble rule) decides",
+    "race_budget": "it sized the removed race on the target",
+    "race_fraction": "it sized the removed race on the target",
+    "online": "re-selecting from the target's own curve lowered no worst cell on the "
+    "proxy matrix; several proxies' median r(b) (the ensemble rule) decides",
+    "gns_check": "the gradient-noise-scale cross-check was skipped or wrong on most jobs "
+    "of the proxy matrix; r(b) comes from the proxies alone",
+    "gns_budget": "it sized the removed gradient-noise-scale cross-check",
+    "rule": "the rule is Algorithm 1 with one proxy and the ensemble rule (the proxies' "
+    "median r(b)) with several; the spread rule was no better than Algorithm 1 on the "
+    "proxy matrix (the same worst cells)",
+}
+
+
+def removed(name: str) -> UndercapError:
+    """The one line for an option undercap 0.3.0 removed (REMOVED_IN_0_3), by its
+    keyword name: what it was measured to do, and what decides instead."""
+    flag = "--" + name.replace("_", "-")
+    return UndercapError(
+        f"{flag} ({name}=) was removed in undercap 0.3.0: {REMOVED_IN_0_3[name]}. "
+        "Drop it; undercap 0.2.0 reproduces its published results"
+    )
+
+
+def reject_removed(given: Dict[str, Any], where: str) -> None:
+    """Refuse keywords of removed options (one line each) and unknown ones (TypeError)."""
+    for name, value in given.items():
+        if name not in REMOVED_IN_0_3:
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+        if value not in (None, False):  # asking for it; False/None asked for nothing
+            raise removed(name)
+
+
+def boolean_removed(name: str) -> bool:
+    """Whether the removed option was an on/off flag (it had a `--no-` form)."""
+    return name in ("race", "online", "gns_check")

@@ -8,7 +8,7 @@ wrong choice later. No torch import.
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Mapping, Optional, Set, Tuple, Union
 
 from undercap.artifacts.io import PathLike, check_schema, finite, load_json, save_json
 from undercap.errors import ArtifactError
@@ -190,6 +190,11 @@ def _optional_fields(r: Dict[str, Any], where: str) -> Dict[str, Any]:
 
 def load_profile(path: PathLike) -> Profile:
     return Profile.from_dict(load_json(path, what="profile"), path)
+
+
+def as_profile(profile: Union[Profile, PathLike]) -> Profile:
+    """A Profile as it is, or the one at a path."""
+    return profile if isinstance(profile, Profile) else load_profile(profile)
 
 
 def save_profile(path: PathLike, profile: Profile) -> Path:

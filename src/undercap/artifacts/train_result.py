@@ -8,7 +8,7 @@ device's clock (a simulated device's model of the forward passes, the wall clock
 hardware) and `eval_wall_s` on the host.
 """
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
@@ -19,54 +19,74 @@ TRAIN_SCHEMA = "undercap.train/1"
 
 
 @dataclass(frozen=True)
-class TrainResult:
+class RunTotals:
+    """What every training run on a device reports, undercap's own loop (`TrainResult`)
+    and a loop of your own (train/api.py's `CappedResult`) alike: built by one session
+    (train/session/), so the two never count differently."""
+
     reached: bool
     time_to_accuracy_s: Optional[float]  # device-clock training time to the target; None if missed
     train_time_s: float  # device-clock training time of the whole run
     samples_to_target: Optional[int]
-    samples_trained: int
     steps: int
-    final_accuracy: float
-    target_accuracy: float
     energy_j: float  # energy of the training steps (evaluation excluded)
-    energy_source: str  # "counter" (device energy counter) or "sampler" (integrated power)
     peak_power_w: float  # robust peak (PowerSampler), the figure limits are checked against
-    max_raw_power_w: float  # highest single reading, noise included
-    mean_power_w: float  # energy_j / train_time_s
-    eval_wall_s: float  # host seconds spent evaluating (not charged to training)
-    train_wall_s: float  # host seconds spent in training steps
+    mean_power_w: float  # energy_j over the training time and the time paused for power
     batch_size: int
-    lr: float
-    freq_mhz_requested: Optional[float]  # None: clocks left as they were
     freq_mhz_start: Optional[float]  # read back after locking
     freq_mhz_final: Optional[float]  # after any guard step-downs
-    power_limit_w: Optional[float]
-    limit_exceeded: bool  # the robust peak went above the limit at some point
-    guard_window_s: float
+    power_limit_w: Optional[float]  # a fixed cap's limit (a changing one: `segments`)
+    limit_exceeded: bool  # the robust peak went above the limit (a segment, its own)
     guard_events: Tuple[Dict[str, Any], ...]
     simulated: bool
+
+
+@dataclass(frozen=True)
+class RunNotes:
+    """The parts of RunTotals that older results and simple runs may lack."""
+
+    pause_time_s: float = 0.0  # paused for lack of power (a changing cap); in time_to_accuracy_s
+    segments: Tuple[Dict[str, Any], ...] = ()  # one per interval with one configuration
+    warnings: Tuple[str, ...] = ()
+    # "locked" (freq_mhz_requested held), "as found" (none asked for) or "read-only:
+    # clocks as found" (the device's clocks may not be changed here); None: older results
+    clocks: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class _Trained:
+    """What only undercap's own loop knows of its run."""
+
+    samples_trained: int
+    final_accuracy: float
+    target_accuracy: float
+    energy_source: str  # "counter" (device energy counter) or "sampler" (integrated power)
+    max_raw_power_w: float  # highest single reading, noise included
+    eval_wall_s: float  # host seconds spent evaluating (not charged to training)
+    train_wall_s: float  # host seconds spent in training steps
+    lr: float
+    freq_mhz_requested: Optional[float]  # None: clocks left as they were
+    guard_window_s: float
     device: Dict[str, Any]
     model: str
     dataset: str
     curve: Tuple[Dict[str, Any], ...]  # {"samples", "accuracy", "loss"} per evaluation
+
+
+@dataclass(frozen=True)
+class TrainResult(RunNotes, _Trained, RunTotals):
+    """One training run of undercap's own loop on a device (module docstring)."""
+
     resumed_from: Optional[int] = None  # samples in the checkpoint the run last resumed from
-    pause_time_s: float = 0.0  # paused for lack of power (a changing cap); in time_to_accuracy_s
-    segments: Tuple[Dict[str, Any], ...] = ()  # one per interval with one configuration
     schedule: Optional[str] = None  # the cap's schedule or live source, if it changed
-    warnings: Tuple[str, ...] = ()
     config: Dict[str, Any] = field(default_factory=dict)
-    # a race on the target before training (train/race.py): candidates' curves, winner,
-    # its cost (in time_to_accuracy_s, train_time_s and energy_j)
-    race: Optional[Dict[str, Any]] = None
     provenance: Dict[str, Any] = field(default_factory=dict)
-    # "locked" (freq_mhz_requested held), "as found" (none asked for) or "read-only:
-    # clocks as found" (the device's clocks may not be changed here); None: older results
-    clocks: Optional[str] = None
     # device seconds spent evaluating (simulated: the model of its forward passes); None
     # in results from before it was counted
     eval_time_s: Optional[float] = None
-    # which grid points were evaluated, and how (train/evalplan.py: "schedule", "looks",
-    # "full_evaluations", "screened_items"); None in results from before it was recorded
+    # which grid points were evaluated, and how (train/loop/evalplan.py: "schedule",
+    # "looks", "full_evaluations", "screened_items"); None in results from before it was
+    # recorded
     evaluation: Optional[Dict[str, Any]] = None
 
     @property
@@ -104,19 +124,8 @@ class TrainResult:
                 f"{path}: schema is {obj.get('schema')!r}, expected {TRAIN_SCHEMA!r}"
             )
         names = {f.name for f in fields(cls)}
-        defaults = {
-            "resumed_from",
-            "warnings",
-            "config",
-            "provenance",
-            "pause_time_s",
-            "segments",
-            "schedule",
-            "race",
-            "clocks",
-            "eval_time_s",
-            "evaluation",
-        }
+        defaults = {f.name for f in fields(cls) if f.default is not MISSING}
+        defaults |= {f.name for f in fields(cls) if f.default_factory is not MISSING}
         missing = sorted(n for n in names - defaults if n not in obj)
         if missing:
             raise ArtifactError(f"{path}: missing field(s) {', '.join(missing)}")

@@ -89,7 +89,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("error: " + refusal, file=sys.stderr)
         return EXIT_USER_ERROR
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UndercapError as e:  # a flag undercap no longer has (cli/common.add_removed_flags)
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USER_ERROR

@@ -151,7 +151,7 @@ def add_objective_choice(p: Any) -> None:
 
 
 def add_schedule_args(p: Any) -> None:
-    """A cap that changes during training (train/schedule.py)."""
+    """A cap that changes during training (train/cap.py); `cap_of` makes the one cap."""
     p.add_argument(
         "--power-schedule",
         default=None,
@@ -300,16 +300,49 @@ def add_margin_arg(p: Any) -> None:
     )
 
 
-def add_online_arg(p: Any) -> None:
-    """--online (train/online.py): off by default, because it lost on the matrix."""
-    p.add_argument(
-        "--online",
-        action="store_true",
-        help="re-select the batch size and clock at every evaluation from the target's own "
-        "curve (the online rule; needs a selection made from several proxies, and an "
-        f"evaluation at least every {defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES} samples). Off by "
-        "default: replayed on the proxy matrix it did not beat the proxies' median",
-    )
+class _Removed(argparse.Action):
+    """A flag undercap 0.3.0 removed: using it is the one error line saying why."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        from undercap.errors import removed
+
+        raise removed(self.dest)
+
+
+def add_removed_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of the options undercap 0.3.0 removed (errors.REMOVED_IN_0_3), hidden
+    from --help: a user who still passes one gets one line saying what replaced it."""
+    from undercap.errors import REMOVED_IN_0_3, boolean_removed
+
+    for name in REMOVED_IN_0_3:
+        flags = ["--" + name.replace("_", "-")]
+        flags += ["--no-" + name.replace("_", "-")] if boolean_removed(name) else []
+        p.add_argument(*flags, dest=name, nargs="?", action=_Removed, help=argparse.SUPPRESS)
+
+
+def power_limit(text: str) -> Optional[float]:
+    """'5' -> 5.0 W, 'none' -> no limit."""
+    if text.strip().lower() in ("none", "no", "off", "inf"):
+        return None
+    return positive_float(text)
+
+
+def fixed_cap(text: str) -> Any:
+    """--power-limit: '5' -> a 5 W cap, 'none' -> no cap (train/cap.FixedCap)."""
+    from undercap.train.cap import FixedCap
+
+    return FixedCap(power_limit(text))
+
+
+def power_limits(text: str) -> List[Optional[float]]:
+    """'5,7,none' -> [5.0, 7.0, None]."""
+    items = [t for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("give power limits such as 5,7,none")
+    out = [power_limit(t) for t in items]
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"{text!r}: power limits must be distinct")
+    return out
 
 
 def declare_outputs(

@@ -1,13 +1,15 @@
-"""The flags `undercap run` and `undercap compare` share: data, training, power limits."""
+"""The flags `undercap run` and `undercap compare` share: data, training and the
+proxies (`--proxy` repeated: several proxies' ensemble rule, select/ensemble.py). The
+cap's flags are cli/common.py's, beside `train`'s."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 from undercap import defaults
-from undercap.cli import rules as R
 from undercap.cli.common import (
     DATA_HELP,
     DETERMINISTIC_HELP,
@@ -22,31 +24,6 @@ from undercap.cli.common import (
     shape,
 )
 from undercap.cli.estimate import add_executor_args, seeds_arg
-
-
-def power_limit(text: str) -> Optional[float]:
-    """'5' -> 5.0 W, 'none' -> no limit."""
-    if text.strip().lower() in ("none", "no", "off", "inf"):
-        return None
-    return positive_float(text)
-
-
-def fixed_cap(text: str) -> Any:
-    """--power-limit: '5' -> a 5 W cap, 'none' -> no cap (train/cap.FixedCap)."""
-    from undercap.train.cap import FixedCap
-
-    return FixedCap(power_limit(text))
-
-
-def power_limits(text: str) -> list[Optional[float]]:
-    """'5,7,none' -> [5.0, 7.0, None]."""
-    items = [t for t in text.split(",") if t.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError("give power limits such as 5,7,none")
-    out = [power_limit(t) for t in items]
-    if len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"{text!r}: power limits must be distinct")
-    return out
 
 
 def add_data_args(p: argparse.ArgumentParser) -> None:
@@ -71,7 +48,7 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         help="characters per sequence for text (default 64)",
     )
     add_task_arg(g)
-    per_proxy_types = R.proxy_limit_types()  # proxies: one value, or one per --proxy
+    per_proxy_types = proxy_limit_types()  # proxies: one value, or one per --proxy
     for role in ("proxy", "target", "pretrain"):
         g.add_argument(
             f"--{role}-limit",
@@ -180,3 +157,100 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
     add_objective_args(g)
     add_margin_arg(g)
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def per_proxy(parse: Callable[[str], int]) -> Callable[[str], List[int]]:
+    """'360' (every proxy) or '300,360,400' (one per --proxy, in order)."""
+
+    def parse_list(text: str) -> List[int]:
+        items = [t for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"{text!r}: give a number, or one per --proxy")
+        return [parse(t) for t in items]
+
+    parse_list.__name__ = parse.__name__  # argparse names the type in its errors
+    return parse_list
+
+
+def split_seed(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
+
+
+def proxy_limit_types() -> Dict[str, Any]:
+    """The types of --proxy-limit and --proxy-split-seed: one value or one per proxy."""
+    return {"limit": per_proxy(positive_int), "split_seed": per_proxy(split_seed)}
+
+
+def _nth(values: Any, i: int, n: int, flag: str) -> Any:
+    """The i-th proxy's value of a per-proxy option (one value: every proxy's)."""
+    if not isinstance(values, list):
+        return values
+    if len(values) == 1:
+        return values[0]
+    if len(values) != n:
+        from undercap.errors import UndercapError
+
+        raise UndercapError(f"{flag} has {len(values)} values for {n} proxies; give 1 or {n}")
+    return values[i]
+
+
+def proxy_specs(args: argparse.Namespace, proxies: Optional[List[str]]) -> List[Any]:
+    """A DataSpec per --proxy, with its own --proxy-limit and --proxy-split-seed."""
+    from undercap.data.spec import DataSpec
+
+    n = len(proxies or [])
+    return [
+        DataSpec(
+            dataset=name,
+            data_dir=args.data_dir,
+            input_shape=args.input_shape,
+            context=args.context,
+            limit=_nth(args.proxy_limit, i, n, "--proxy-limit"),
+            seed=_nth(args.proxy_split_seed, i, n, "--proxy-split-seed"),
+        )
+        for i, name in enumerate(proxies or [])
+    ]
+
+
+def add_proxy_arg(p: argparse.ArgumentParser, *, required: bool) -> None:
+    """--proxy, repeatable (run and compare)."""
+    p.add_argument(
+        "--proxy",
+        action="append",
+        required=required,
+        default=None,
+        help="dataset r(b) is estimated on"
+        + ("" if required else " (not needed with --efficiency)")
+        + "; repeat it for several proxies (then the ensemble rule: Algorithm 1 on the median "
+        "r(b); --proxy-limit and --proxy-split-seed take one value or one per proxy)",
+    )
+
+
+def add_efficiency_arg(p: argparse.ArgumentParser) -> None:
+    """run's --efficiency, repeatable."""
+    p.add_argument(
+        "--efficiency",
+        action="append",
+        default=None,
+        help="reuse this efficiency artifact; repeat it (or give an efficiency set) for "
+        "several proxies",
+    )
+
+
+def proxy_fields(args: argparse.Namespace, *, single: bool = False) -> Dict[str, Any]:
+    """Run/CompareConfig's proxy fields: one proxy (or artifact) as before, several as
+    tuples. `single`: compare's (a proxy always, no artifacts)."""
+    specs = proxy_specs(args, args.proxy)
+    several = tuple(specs) if len(specs) > 1 else ()
+    if single:
+        return {"proxy": specs[0], "proxies": several}
+    effs = getattr(args, "efficiency", None) or []
+    return {
+        "proxy": specs[0] if len(specs) == 1 else None,
+        "proxies": several,
+        "efficiency": effs[0] if len(effs) == 1 else None,
+        "efficiencies": tuple(effs) if len(effs) > 1 else (),
+    }

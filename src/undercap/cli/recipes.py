@@ -8,20 +8,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from undercap.cli import rules as R
+from undercap.cli import recipe_args as R
 from undercap.cli.common import (
     add_device_args,
     add_objective_choice,
+    add_removed_flags,
     add_schedule_args,
     cap_of,
     declare_outputs,
+    fixed_cap,
     fraction,
     objective_kwargs,
+    power_limits,
     training_exit_code,
 )
 from undercap.cli.estimate import seeds_arg
-from undercap.cli.recipe_args import add_data_args, add_training_args, fixed_cap, power_limits
-from undercap.cli.rules import add_rule_args
+from undercap.cli.recipe_args import add_data_args, add_training_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="full sweep instead of the efficient one for the limit (Sec. 4.1)",
     )
     r.add_argument("--seed", type=int, default=0, help="seed of the device training run")
-    add_rule_args(r)
+    add_removed_flags(r)
     add_training_args(r)
     r.add_argument("-o", "--output", type=Path, required=True, help="results folder")
     r.set_defaults(func=cmd_run)
@@ -159,7 +161,7 @@ def _setup(args: argparse.Namespace) -> Any:
     from undercap.recipes.common import TrainingSetup
 
     if args.deterministic:  # cuBLAS reads it once: before the estimates use the GPU
-        from undercap.train.repro import set_cublas_workspace
+        from undercap.train.loop.repro import set_cublas_workspace
 
         set_cublas_workspace()
     return TrainingSetup(
@@ -198,8 +200,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_common(args)
     if args.proxy is None and args.efficiency is None:
         raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
-    if args.rule == "gns" and not args.gns_check:
-        raise UndercapError("--rule gns needs the noise-scale probe; drop --no-gns-check")
     if args.power_limit is None and not (args.power_schedule or args.power_source):
         raise UndercapError("give --power-limit W (or none), or --power-schedule/--power-source")
     cfg = RunConfig(
@@ -207,8 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         model=args.model,
         **R.proxy_fields(args),
         target=_spec(args, "target", args.target),
-        power_limit_w=None,  # the cap is one value (train/cap.py) from one of three flags:
-        cap=cap_of(args),
+        cap=cap_of(args),  # one value (train/cap.py), from the one of three flags given
         setup=_setup(args),
         target_accuracy=args.target_accuracy,
         proxy_accuracy=args.proxy_accuracy,
@@ -223,11 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         full_profile=args.full_profile,
         cache_dir=str(args.cache_dir) if args.cache_dir else None,
         device_options=_device_options(args),
-        rule=R.resolve_rule(args.rule, len(args.proxy or args.efficiency or []) > 1),
-        gns_check=args.gns_check,
-        gns_budget=args.gns_budget,
         power_margin_w=args.power_margin_w,
-        **R.race_fields(args),
     )
     out = run(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(out.summary)

@@ -7,8 +7,9 @@ a selection from `run` also brings the data, weights and budgets that run used.
 """
 
 import argparse
+import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional
 
 from undercap import defaults
 from undercap.cli.common import (
@@ -19,7 +20,7 @@ from undercap.cli.common import (
     add_margin_arg,
     add_objective_args,
     add_objective_choice,
-    add_online_arg,
+    add_removed_flags,
     add_schedule_args,
     add_task_arg,
     cap_of,
@@ -29,11 +30,9 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
-from undercap.cli.train_race import add_race_args
 
 if TYPE_CHECKING:  # torch-free until a command runs
-    from undercap.artifacts.train_result import TrainResult
-    from undercap.train.schedule import Reselector
+    from undercap.train.session.follow import Reselector
     from undercap.train.spec import RunOptions, TrainSpec
 
 
@@ -216,8 +215,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "'undercap[tensorboard]')",
     )
     r.add_argument("--json", action="store_true", help="print the result JSON, not a summary")
-    add_race_args(r)
-    add_online_arg(r)
+    add_removed_flags(r)
     p.set_defaults(func=run)
     declare_outputs(
         p,
@@ -227,58 +225,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, Any]]]":
-    """The run's TrainSpec (every training setting: explicit flags win, then the
-    selection's choice and its training block, how the run it came from trained, then
-    the defaults) and the data the selection's run trained on (None: none)."""
-    from undercap import defaults
+def _resolve(args: argparse.Namespace) -> "TrainSpec":
+    """The run's TrainSpec: the selection's plan (how the run it came from trained) at
+    its choice, else the defaults, with every flag given taking precedence."""
     from undercap.artifacts.selection import load_selection
     from undercap.errors import ArtifactError, UndercapError
-    from undercap.train.spec import TrainSpec
+    from undercap.train.spec import Plan, TrainSpec
 
     sel = load_selection(args.from_selection) if args.from_selection else None
-    t = sel.training if sel else {}
     if sel and args.model and sel.model not in (None, args.model):
         raise ArtifactError(
             f"{args.from_selection} was selected for model {sel.model!r}, not {args.model!r}"
         )
-
-    def pick(flag: Any, key: str, default: Any = None) -> Any:
-        return flag if flag is not None else t.get(key, default)
-
-    model = args.model or (sel.model if sel else None) or t.get("model")
-    batch_size = args.batch_size or (sel.batch_size if sel else None)
-    for value, flag in ((model, "--model"), (batch_size, "--batch-size")):
-        if value is None:
+    plan = Plan.from_selection(sel) if sel else Plan(args.model, args.batch_size or 0, None)
+    flags = {name: getattr(args, flag) for name, flag in _PLAN_FLAGS.items()}
+    plan = dataclasses.replace(plan, **{k: v for k, v in flags.items() if v is not None})
+    plan = dataclasses.replace(plan, deterministic=plan.deterministic or args.deterministic)
+    for value, flag in ((plan.model, "--model"), (plan.batch_size, "--batch-size")):
+        if not value:
             raise UndercapError(f"{flag} is required (or --from-selection)")
-    spec = TrainSpec(
-        model=model,
-        batch_size=batch_size,
-        target_accuracy=pick(args.target_accuracy, "target_accuracy"),
+    spec = TrainSpec.of(
+        plan,
         # a read-only selection observed its clock: train at the clocks as found
         freq_mhz=args.freq_mhz or (sel.lock_mhz() if sel else None),
         cap=cap_of(args, default_w=sel.power_limit_w if sel else None),
         batch_ladder=sel.batch_ladder() if sel else (),
-        base_lr=pick(args.lr, "base_lr"),
-        max_batch_size=pick(args.max_batch_size, "max_batch_size"),
-        pretrained=pick(args.pretrained, "pretrained"),
-        max_samples=pick(args.max_samples, "max_samples", defaults.TRAIN_MAX_SAMPLES),
-        eval_every_samples=pick(
-            args.eval_every, "eval_every_samples", defaults.TRAIN_EVAL_EVERY_SAMPLES
-        ),
-        eval_max_samples=pick(args.eval_max_samples, "eval_max_samples"),
-        eval_schedule=pick(args.eval_schedule, "eval_schedule", defaults.TRAIN_EVAL_SCHEDULE),
-        seed=pick(args.seed, "seed", 0),
         guard_window_s=args.guard_window_s,
         torch_device=args.torch_device,
-        deterministic=bool(args.deterministic or t.get("deterministic", False)),
-        loss=pick(args.loss, "loss"),
-        metric=pick(args.metric, "metric"),
-        # the user's optimizer, LR schedule, training step (models/recipe.py)
-        optimizer_factory=pick(args.optimizer, "optimizer_factory"),
-        lr_scheduler=pick(args.lr_scheduler, "lr_scheduler"),
-        train_step=pick(args.train_step, "train_step"),
-        online=args.online,
     )
     spec.validate()  # a missing target, a bad budget: one line before any work
     if args.eval_every is not None and args.eval_every > spec.max_samples:
@@ -286,7 +259,28 @@ def _resolve(args: argparse.Namespace) -> "Tuple[TrainSpec, Optional[Dict[str, A
             f"--eval-every {args.eval_every} is coarser than the sample budget "
             f"{spec.max_samples}: the time to accuracy would be one evaluation at the end"
         )
-    return spec, t.get("data")
+    return spec
+
+
+#: the plan's fields (train/spec.Plan) the flags set, by the flags' dests
+_PLAN_FLAGS = {
+    "model": "model",
+    "batch_size": "batch_size",
+    "target_accuracy": "target_accuracy",
+    "base_lr": "lr",
+    "max_batch_size": "max_batch_size",
+    "pretrained": "pretrained",
+    "max_samples": "max_samples",
+    "eval_every_samples": "eval_every",
+    "eval_max_samples": "eval_max_samples",
+    "eval_schedule": "eval_schedule",
+    "seed": "seed",
+    "loss": "loss",
+    "metric": "metric",
+    "optimizer_factory": "optimizer",
+    "lr_scheduler": "lr_scheduler",
+    "train_step": "train_step",
+}
 
 
 def _reselector(args: argparse.Namespace, spec: "TrainSpec") -> "Optional[Reselector]":
@@ -296,7 +290,7 @@ def _reselector(args: argparse.Namespace, spec: "TrainSpec") -> "Optional[Resele
     from undercap.artifacts.selection import load_selection, related_artifact
     from undercap.errors import UndercapError
     from undercap.train.cap import changes
-    from undercap.train.schedule import reselector_for
+    from undercap.train.session.follow import reselector_for
 
     if not changes(spec.cap):
         return None
@@ -315,45 +309,27 @@ def _reselector(args: argparse.Namespace, spec: "TrainSpec") -> "Optional[Resele
     )
 
 
-def _online(args: argparse.Namespace, spec: "TrainSpec", reselector: Any) -> Any:
-    """--online: the rule from the selection's online block (train/online.py), feasible
-    under a changing cap by the re-selector's profile, else by the selection's candidates."""
-    from undercap.artifacts.selection import load_selection
-    from undercap.errors import UndercapError
-    from undercap.train.online import rule_for
-
-    if not args.online:
-        return None
-    if args.from_selection is None or args.race:
-        raise UndercapError("--online needs --from-selection (several proxies) and no --race")
-    sel = load_selection(args.from_selection)
-    profile = None if reselector is None else reselector.profile
-    return rule_for(sel, spec.target_accuracy, profile=profile, where=str(args.from_selection))
-
-
 def run(args: argparse.Namespace) -> int:
     from undercap.artifacts.train_result import save_train_result
     from undercap.cli.common import open_device_from_args, print_json, training_exit_code
     from undercap.cli.train_data import data_spec
     from undercap.data.spec import load_splits
-    from undercap.recipes.race import race_summary
     from undercap.report.text import train_summary
+    from undercap.train import train
 
-    spec, selection_data = _resolve(args)
+    spec = _resolve(args)
     options = run_options(args)  # a log it cannot write: refused now
     reselector = _reselector(args, spec)
-    online = _online(args, spec, reselector)
     with open_device_from_args(args, seed=spec.seed) as device:
         _check_freq_flag(args, device)  # before the data loads
-        data = load_splits(data_spec(args, spec.model, selection_data))
-        result = _train(args, device, data, spec, options, reselector, online)
+        data = load_splits(data_spec(args, spec.model, spec.data))
+        result = train(device, spec, data, options, reselector)
     if args.output is not None:
         save_train_result(args.output, result)
     if args.json:
         print_json(result.to_dict())
     else:
         print("\n".join(train_summary(result)))
-        print(race_summary(result), end="")  # recipes/race.py ('' without a race)
         if args.output is not None:
             print(f"wrote {args.output}")
     return training_exit_code(result)
@@ -363,7 +339,7 @@ def _check_freq_flag(args: argparse.Namespace, device: Any) -> None:
     """--freq-mhz asks for a lock: on a device whose clocks are read-only here that is
     one line now, not an error after the data loaded."""
     from undercap.errors import DevicePermissionError
-    from undercap.train.guard import can_control_clocks
+    from undercap.train.session.guard import can_control_clocks
 
     if args.freq_mhz is not None and not can_control_clocks(device):
         raise DevicePermissionError(
@@ -390,20 +366,3 @@ def run_options(args: argparse.Namespace) -> "RunOptions":
         wait_hint="run it again with --resume (once power is back, or with a longer "
         "--max-wait-s) to go on from there",
     )
-
-
-def _train(
-    args: argparse.Namespace,
-    device: Any,
-    data: Any,
-    spec: "TrainSpec",
-    options: "RunOptions",
-    reselector: "Optional[Reselector]",
-    online: Any = None,
-) -> "TrainResult":
-    from undercap.cli.train_race import raced_training
-    from undercap.train import train
-
-    if args.race:  # cli/train_race.py: the race on the target first
-        return raced_training(args, device, data, spec, options, reselector)
-    return train(device, spec, data, options, reselector, online)

@@ -1,5 +1,6 @@
 """The in-memory form every loader returns: tensors for train and test splits."""
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -59,3 +60,15 @@ class Splits:
     def accuracy_kind(self) -> str:
         """What one unit of accuracy counts: a character, a token or a sample."""
         return {"text": "character", "tokens": "token"}.get(self.kind, "sample")
+
+    def to(self, torch_device: str) -> "Splits":
+        """The splits on `torch_device` (on a GPU, so batches need no host copy)."""
+        if torch_device == "cpu":
+            return self
+        return dataclasses.replace(
+            self,
+            x_train=self.x_train.to(torch_device),
+            y_train=self.y_train.to(torch_device),
+            x_test=self.x_test.to(torch_device),
+            y_test=self.y_test.to(torch_device),
+        )

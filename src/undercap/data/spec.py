@@ -82,10 +82,5 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
         task=spec.task,
     )
     order = torch.randperm(splits.n_test, generator=torch.Generator().manual_seed(spec.seed))
-    return dataclasses.replace(
-        splits,
-        x_train=splits.x_train.to(torch_device),
-        y_train=splits.y_train.to(torch_device),
-        x_test=splits.x_test[order].to(torch_device),
-        y_test=splits.y_test[order].to(torch_device),
-    )
+    shuffled = dataclasses.replace(splits, x_test=splits.x_test[order], y_test=splits.y_test[order])
+    return shuffled.to(torch_device)

@@ -203,7 +203,7 @@ class PowerSampler:
     def recent_readings(self, window_s: float) -> Tuple[np.ndarray, np.ndarray]:
         """The readings of the most recent `window_s` (device time) as arrays, without
         the rest of the window: the power guard judges every window since its last
-        check (train/guard.py) at a cost that does not grow with the run."""
+        check (train/session/guard.py) at a cost that does not grow with the run."""
         return self._started().recent(window_s)
 
     def window_mean_w(self, window_s: float) -> float:

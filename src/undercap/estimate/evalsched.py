@@ -7,7 +7,7 @@ N(b) is the first grid point whose accuracy is >= the target. Evaluating costs f
 more than training there (93.7% of a CIFAR estimate's wall time). This schedule
 reports the same grid point while evaluating the whole split at only a few:
 
-* Sequential looks (train/evalplan.Check, which device runs share). A grid point's
+* Sequential looks (train/loop/evalplan.Check, which device runs share). A grid point's
   look scores the held-out split in its evaluation batches, in order (a random order:
   estimate loads the test split in a seeded random order), and after each batch asks
   whether the rest can change the verdict: the point is ruled out ("below the
@@ -18,7 +18,7 @@ reports the same grid point while evaluating the whole split at only a few:
   with v = max(p(1 - p)) over p >= threshold, the largest variance of a [0, 1] metric
   whose mean reaches the threshold (Bhatia-Davis bound); where an item makes several
   predictions (a text window, one per character) the metric is a cluster sample's,
-  and the items' own spread (train/objective.ItemSpread) gives a Student t margin of
+  and the items' own spread (train/loop/scoring.ItemSpread) gives a Student t margin of
   the same tail where that is smaller (the one-sided t test: a split of windows whose
   accuracy varies by 0.1 from one to the next gets a margin a fifth of the bound's,
   from 30 items on). The checks come every
@@ -44,7 +44,7 @@ reports the same grid point while evaluating the whole split at only a few:
   accuracy did not touch it.
 * Far looks without replay (CUDA). CUDA training is not repeatable (without
   deterministic kernels), so a restored checkpoint would not retrace the run: there
-  the run follows a device run's plan (train/evalplan.EvalPlan): a far look's next
+  the run follows a device run's plan (train/loop/evalplan.EvalPlan): a far look's next
   look is the earlier of the growth jump and the grid point where the secant through
   the last two looks reaches the far line, and once a look is not far, every grid
   point gets one, to the end (no return to far: the curve is noisy near the target).
@@ -64,7 +64,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from undercap.train.evalplan import SCHEDULES, Check, EvalPlan, SparseParams, next_look
+from undercap.train.loop.evalplan import SCHEDULES, Check, EvalPlan, SparseParams, next_look
 
 __all__ = ["SCHEDULES", "SparseParams", "SparseStats", "run_sparse"]
 

@@ -22,7 +22,7 @@ from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 from undercap.estimate.evalsched import SparseParams, SparseStats, run_sparse
 from undercap.models.recipe import Recipe
-from undercap.train.evalplan import LAST_CHECK, check_count
+from undercap.train.loop.evalplan import LAST_CHECK, check_count
 
 RUN_SCHEMA = "undercap.efficiency-run/1"
 RUN_KIND = "estimate-run"
@@ -34,7 +34,7 @@ MIN_CHECK_ITEMS = 32
 #: evaluation batches of dense runs (the reference) and of every run on a GPU, where a
 #: batch is mostly fixed cost (a look's check can only come at the end of one)
 EVAL_BATCH = 512
-#: fold batch norm (train/fold.py) only for held-out splits of at least this many input
+#: fold batch norm (train/loop/fold.py) only for held-out splits of at least this many input
 #: elements: the fold's trace and copy cost ~13 ms a look for the small CNN, more than it
 #: saves on 300 8x8 digits (one evaluation 26.9 ms -> 42.8 ms) and ~1% of an evaluation
 #: of 2,500 CIFAR images (7.7M elements), which it makes 1.15-1.18x faster
@@ -153,7 +153,7 @@ def run_job(job: Job) -> Dict[str, Any]:
     record = _record(job, result, stop, splits.accuracy_kind, init, t0 - t_load, wall_s)
     record["eval"] = _eval_record(job, sparse, stats)
     if not job.recipe.is_default:  # what the user's recipe built: its class and rates
-        from undercap.train.recipe import describe
+        from undercap.train.loop.optim import describe
 
         record["recipe"] = describe(trainer.optimizer, job.recipe)
     entry = Cache(job.cache_root).entry(RUN_KIND, job.key)
@@ -176,7 +176,7 @@ def _eval_elements(splits: Any, job: Job) -> int:
 def _eval_style(job: Job, splits: Any, sparse: Optional[SparseParams]) -> Dict[str, Any]:
     """How a run evaluates (LoopConfig's eval_* fields). Sparse CPU runs: cache-sized
     batches that end where a look checks, channels-last images, batch norm folded on
-    large splits (each faster on a CPU, train/fold.py); on a GPU, and dense runs (the
+    large splits (each faster on a CPU, train/loop/fold.py); on a GPU, and dense runs (the
     reference), batches of 512, the model as it is."""
     if sparse is None or job.torch_device != "cpu":
         return {"eval_batch_size": EVAL_BATCH}

@@ -7,7 +7,7 @@ the node's cap, and every optimizer step is charged to the device (a simulated
 device advances its virtual clock by t(b, f) * b). A node with a changing cap
 (`power-schedule`) follows it during the round like `--power-schedule` does: at each
 change Algorithm 1 re-selects (b, f) from the node's profile and r(b)
-(train/follow.py), and the round ends after the same amount of work.
+(train/session/follow.py), and the round ends after the same amount of work.
 
 The local optimizer starts fresh every round from the global weights with the
 learning rate sqrt-scaled from the largest batch (paper Sec. 4.2), as every undercap
@@ -27,8 +27,8 @@ from undercap.artifacts.profile import Profile
 from undercap.data.spec import DataSpec
 from undercap.devices.base import Device
 from undercap.errors import UndercapError
+from undercap.train.cap import PowerSchedule, load_schedule
 from undercap.train.loop import scaled_lr
-from undercap.train.schedule import PowerSchedule, load_schedule
 
 IDLE_READINGS = 32  # power readings averaged for a node's idle power
 
@@ -171,7 +171,7 @@ def run_round(
         "energy_j": float(res.energy_j),
         "peak_power_w": float(res.peak_power_w),
         "mean_power_w": float(res.mean_power_w),
-        "limit_exceeded": bool(res.limit_exceeded or _segments_over(res.segments)),
+        "limit_exceeded": bool(res.limit_exceeded),  # a segment over its own limit too
         "guard_events": len(res.guard_events),
     }
 
@@ -217,13 +217,3 @@ def _optimizer(model: torch.nn.Module, task: LocalTask, b: int) -> torch.optim.O
 
 def _slowest_s(profile: Optional[Profile]) -> float:
     return max((r.time_per_sample_s for r in profile.rows), default=1.0) if profile else 1.0
-
-
-def _segments_over(segments: Any) -> bool:
-    return any(
-        s.get("batch_size") is not None
-        and s.get("power_limit_w") is not None
-        and s.get("peak_power_w") is not None
-        and s["peak_power_w"] > s["power_limit_w"]
-        for s in segments
-    )

@@ -13,7 +13,7 @@ node that finishes early idles. Three plans, the benchmark's (a), (b), (c):
 
 Work is counted in b_max-equivalent samples: a sample trained at batch size b does
 1 / r(b) of the progress of one at b_max (r(b) = N(b) / N(b_max), paper Sec. 4.2;
-the same progress model as train/schedule.py), so every plan of a round does the
+the same progress model as train/cap.py), so every plan of a round does the
 same progress W (`round_work`):
 
 * equal work: node i trains n_i = r(b_i) * W / N samples;

@@ -151,7 +151,7 @@ def _global_model(
     the test split, and the fleet's training-set size."""
     from undercap.data.spec import load_splits
     from undercap.models.weights import initial_model
-    from undercap.train.objective import evaluate
+    from undercap.train.loop.scoring import evaluate
 
     data = load_splits(cfg.data)
     model, _ = initial_model(cfg.model, data, init_seed=cfg.seed, pretrained=None)

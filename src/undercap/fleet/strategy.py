@@ -32,7 +32,7 @@ from undercap.fleet.config import FleetConfig, setup_json
 from undercap.fleet.plan import NodeFacts, RoundPlan, plan_round
 from undercap.fleet.records import NodeRound, RoundRecord, with_idle
 from undercap.fleet.spec import NodeSpec
-from undercap.train.schedule import PowerSchedule
+from undercap.train.cap import PowerSchedule
 
 EvalFn = Callable[[ArrayRecord], Tuple[float, float]]  # (accuracy, loss)
 

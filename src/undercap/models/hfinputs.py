@@ -1,5 +1,5 @@
 """A Hugging Face model fed by undercap's own loops, which call `model(x)` with one
-tensor of token ids per batch (train/loop.py, estimate, profiling).
+tensor of token ids per batch (train/loop/, estimate, profiling).
 
 Two things a Hugging Face model gets from its Trainer's batch dicts are rebuilt here
 from that tensor, by a forward pre-hook on the unmodified model (nothing wraps it, so

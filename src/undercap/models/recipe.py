@@ -4,7 +4,7 @@ Built-in models train with the registry's optimizer (Adam or AdamW, registry.py)
 base LR sqrt-scaled from the largest batch (paper Sec. 4.2). A user may bring their own
 (`--optimizer`, `--lr-scheduler`, `--train-step`): the same recipe then trains every
 run of the estimate and the device run, so r(b) is measured with the recipe the job
-really uses. What each is called with (train/recipe.py builds them; a factory gets the
+really uses. What each is called with (train/loop/optim.py builds them; a factory gets the
 keyword arguments its signature names, models/user.py):
 
 * optimizer factory(params=, model=, lr=) -> torch.optim.Optimizer. `lr=` is passed

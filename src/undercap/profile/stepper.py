@@ -57,7 +57,7 @@ class Stepper:
 
     def step(self) -> None:
         from undercap.models.taskprobe import forward
-        from undercap.train.objective import make_objective
+        from undercap.train.loop.scoring import make_objective
 
         x, y = self._batch  # type: ignore[misc]
         self.optimizer.zero_grad(set_to_none=True)

@@ -20,8 +20,7 @@ from undercap.errors import UndercapError
 from undercap.models.recipe import UserCode
 from undercap.models.registry import model_spec
 from undercap.models.user import code_digest
-from undercap.train.cap import Cap
-from undercap.train.spec import TrainSpec
+from undercap.train.spec import Plan
 
 Log = Callable[[str], None]
 
@@ -235,26 +234,23 @@ class TrainingSetup(UserCode, _Trained):
     jobs: int = 1
     executor: str = "local"  # where estimate runs go: local pool or "ray" (estimate())
     ray_address: Optional[str] = None  # the Ray cluster to join; None: a local Ray
-    deterministic: bool = False  # device training with deterministic torch (train/loop.py)
+    deterministic: bool = False  # device training with deterministic torch (train/loop/)
 
-    def train_spec(
+    def plan(
         self,
         model: str,
         batch_size: int,
         *,
         target_accuracy: float,
-        freq_mhz: Optional[float],
-        cap: Cap,
         seed: int,
-    ) -> TrainSpec:
-        """A device run of this setup at (b, f) under `cap`: it scales the LR and
-        evaluates exactly as the estimate did."""
-        return TrainSpec(
+        data: Optional[DataSpec] = None,
+    ) -> Plan:
+        """How a device run of this setup trains at `batch_size`: it scales the LR and
+        evaluates exactly as the estimate did (`data`: the target, for the record)."""
+        return Plan(
             model=model,
             batch_size=batch_size,
             target_accuracy=target_accuracy,
-            freq_mhz=freq_mhz,
-            cap=cap,
             seed=seed,
             max_samples=self.max_samples,
             eval_every_samples=self.eval_every_samples,
@@ -263,11 +259,9 @@ class TrainingSetup(UserCode, _Trained):
             base_lr=self.lr,
             max_batch_size=max(self.batch_sizes),
             pretrained=self.pretrained,
-            torch_device=self.torch_device,
             deterministic=self.deterministic,
-            loss=self.loss,
-            metric=self.metric,
-            **self.recipe_paths,
+            data=None if data is None else data.key(),
+            **dataclasses.asdict(self.user_code),
         )
 
 

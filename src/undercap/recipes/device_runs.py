@@ -132,15 +132,14 @@ class DeviceTrainer:
 
     def _train(self, b: int, f: float, seed: int, limit: Optional[float]) -> TrainResult:
         from undercap.devices import open_device
-        from undercap.train import RunOptions, train
+        from undercap.train import RunOptions, TrainSpec, train
 
-        spec = self.setup.train_spec(
-            self.model,
-            b,
-            target_accuracy=self.target_accuracy,
+        plan = self.setup.plan(self.model, b, target_accuracy=self.target_accuracy, seed=seed)
+        spec = TrainSpec.of(
+            plan,
             freq_mhz=f if self.clock == "chosen" else None,
             cap=FixedCap(limit),
-            seed=seed,
+            torch_device=self.setup.torch_device,
         )
         with open_device(self.device_name, seed=seed, **self.device_options) as device:
             return train(device, spec, self.splits(), RunOptions(progress=self.progress))

@@ -1,7 +1,6 @@
 """Several proxies in `run`, `compare` and `select`: each proxy's r(b) estimated (or
 loaded) on its own, pooled into one r(b) for the recipes (the median the `ensemble`
-rule ranks with, select/ensemble.py), and the selection with every proxy's view and
-what the `online` rule needs on the device (select/online_data.py).
+rule ranks with, select/ensemble.py), and the selection with every proxy's view.
 
 The pooled Efficiency is what the rest of a recipe sees (profiling's pruning,
 Baseline 2, predicted times and speed-ups all use the median r(b)); it keeps every
@@ -22,7 +21,6 @@ from undercap.artifacts.profile import Profile
 from undercap.artifacts.selection import Selection
 from undercap.errors import UndercapError
 from undercap.select.ensemble import ENSEMBLE, select_ensemble
-from undercap.select.online_data import ONLINE_KEY, online_block
 from undercap.select.pooling import RULE_TEXT, as_set, pooled_efficiency, several
 
 
@@ -37,24 +35,18 @@ def load_pooled(paths: Sequence[str], model: str) -> Efficiency:
     return pooled_efficiency(effs)
 
 
-def check_several(
-    sources: int, rule: Optional[str], objective: str, eff: Optional[Efficiency] = None
-) -> None:
+def check_several(sources: int, objective: str, eff: Optional[Efficiency] = None) -> None:
     """What several proxies support, checked before any estimate (`sources`: the proxies
     or efficiency files named) and again once the artifacts are read (one file may hold
     several): the ensemble rule, for time."""
     if not (sources > 1 or (eff is not None and several(eff))):
         return
-    if rule not in (None, "paper", ENSEMBLE):
-        raise UndercapError(
-            f"--rule {rule} works with one proxy; several proxies use the ensemble rule"
-        )
     if objective != "time":
         raise UndercapError(
             "several proxies rank time to accuracy only; use --objective time or one proxy"
         )
     # A changing cap needs nothing more: re-selecting with the pooled (median) r(b) at
-    # each cap is the ensemble rule at that cap (train/schedule.reselector_for).
+    # each cap is the ensemble rule at that cap (train/session/follow.reselector_for).
 
 
 def ensemble_selection(
@@ -92,9 +84,6 @@ def ensemble_selection(
     if (ens.choice.batch_size, ens.choice.freq_mhz) != (selection.batch_size, selection.freq_mhz):
         raise AssertionError("the pooled r(b)'s Algorithm 1 choice is the ensemble rule's")
     extra = {**selection.extra, "ensemble": block(ens, effs)}
-    online = online_block(effs.names, effs.members)  # what `--online` re-weighs on the device
-    if online is not None:
-        extra[ONLINE_KEY] = online
     return dataclasses.replace(selection, method=ENSEMBLE, extra=extra)
 
 

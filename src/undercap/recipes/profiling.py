@@ -24,7 +24,10 @@ from typing import Any, Optional
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.profile import Profile
 from undercap.data.spec import DataSpec
+from undercap.errors import InfeasibleError
 from undercap.recipes.common import Log, reuse_or_profile
+from undercap.select import lowest_feasible_power_w
+from undercap.train.cap import Cap, FixedCap, LiveSource
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,27 @@ def check_feasible(
                 f"under {lim:g} W: the lowest feasible power is {lowest:.2f} W; raise the "
                 "power limit to at least that"
             )
+
+
+def selection_limit(cap: Cap, profile: Profile, margin_w: Optional[float]) -> Optional[float]:
+    """The limit the selection is made for, read from the cap (Algorithm 1's
+    feasibility test needs a number): a fixed cap's, or the first of a schedule's at
+    which some configuration can run, or what a live source says now (None when that
+    is too little: training then waits for power). Fails early when none ever can."""
+    if isinstance(cap, FixedCap):
+        check_feasible(profile, [cap.limit_w], margin_w)
+        return cap.limit_w
+    lowest = lowest_feasible_power_w(profile, margin_w=margin_w)
+    if isinstance(cap, LiveSource):
+        now = cap.lowest_w
+        return now if now is None or now >= lowest else None
+    runnable = [c for c in cap.limits_w if c is None or c >= lowest]  # type: ignore[attr-defined]
+    if not runnable:
+        raise InfeasibleError(
+            f"no cap of {cap.source} lets {profile.model} run: the lowest feasible "
+            f"power is {lowest:.2f} W"
+        )
+    return runnable[0]
 
 
 def profiling_cost(profile: Profile, result: Any) -> dict[str, Any]:

@@ -2,20 +2,28 @@
 
 profile (or reuse) the device -> estimate (or reuse) r(b) on the proxy -> select
 (Algorithm 1) -> train on the target on the device at the chosen (b, f) under the
-power limit -> one results folder:
+cap -> one results folder:
 
     profile.json     the (b, f) lookup table used
     efficiency.json  r(b) on the proxy used (several proxies: undercap.efficiency-set/1)
     selection.json   the choice (undercap.selection/1), every candidate, exclusions,
-                     baselines, and how to train: `undercap train --from-selection`
-                     repeats the run from it
+                     baselines, and how to train (its plan): `undercap train
+                     --from-selection` repeats the run from it
     train.json       the training result (time to accuracy, energy, power, guard events)
     evals.csv        one row per evaluation: samples, device time, energy, accuracy, power
     summary.md       a short human summary (also printed)
+
+The cap crosses it as one value (train/cap.py): it decides what is profiled, the limit
+the selection is made for (the one place here it is read as a number) and, whole, what
+the device run holds (train/runner.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -28,32 +36,65 @@ from undercap.artifacts.profile import Profile, save_profile
 from undercap.artifacts.selection import Selection, save_selection
 from undercap.artifacts.train_result import TrainResult, save_train_result
 from undercap.data.spec import DataSpec
-from undercap.errors import InfeasibleError, UndercapError
+from undercap.errors import REMOVED_IN_0_3, ArtifactError, UndercapError, reject_removed
 from undercap.recipes.common import (
     Log,
     TrainingSetup,
     estimate_efficiency,
+    loaded_splits,
     stderr_log,
     with_pretrained,
 )
 from undercap.recipes.ensemble import check_several, ensemble_selection, load_pooled
-from undercap.recipes.gns_check import GnsAsk, apply_check, cross_check
 from undercap.recipes.profiling import (
     ProfileAsk,
-    check_feasible,
     complete,
     profile_stage,
+    selection_limit,
     with_cost,
 )
-from undercap.recipes.race import RaceAsk, race_plan, race_summary, race_then_train
-from undercap.recipes.run_train import SelectionTraining
-from undercap.recipes.selection import build_selection, training_of
-from undercap.select import lowest_feasible_power_w
+from undercap.recipes.selection import build_selection
 from undercap.select.pooling import as_set, pooled_efficiency, several
 from undercap.train.cap import Cap, FixedCap, cap_from, changes, fixed_limit_w
-from undercap.train.schedule import LiveSource
+from undercap.train.session.follow import Reselector, reselector_for
+from undercap.train.spec import RunOptions, TrainSpec
+
+#: RunConfig's spellings of the cap before it was one value (undercap 0.2.0): they still
+#: make it, with a DeprecationWarning, until 0.4
+_OLD_CAP_KEYWORDS = ("power_limit_w", "power_schedule", "power_source", "poll_s")
 
 
+def _taking_old_spellings(cls: Any) -> Any:
+    """RunConfig(power_limit_w=...) and the other old spellings of the cap: the cap,
+    made by cap_from, with a DeprecationWarning; an option 0.3.0 removed: one line."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kw: Any) -> None:
+        reject_removed({k: kw.pop(k) for k in list(kw) if k in REMOVED_IN_0_3}, "RunConfig")
+        old = {k: kw.pop(k) for k in _OLD_CAP_KEYWORDS if k in kw}
+        if old:
+            warnings.warn(
+                "RunConfig(power_limit_w=, power_schedule=, power_source=, poll_s=) is "
+                "deprecated: give cap= (a number of watts, or undercap.train.cap.cap_from)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if kw.get("cap") is not None:
+                raise UndercapError("give cap= or power_limit_w / power_schedule / power_source")
+            kw["cap"] = cap_from(
+                old.get("power_limit_w"),
+                old.get("power_schedule"),
+                old.get("power_source"),
+                old.get("poll_s", defaults.POWER_SOURCE_POLL_S),
+            )
+        init(self, *args, **kw)
+
+    cls.__init__ = __init__
+    return cls
+
+
+@_taking_old_spellings
 @dataclass(frozen=True)
 class RunConfig:
     """What `undercap run` does, as one value: estimate (or reuse) r(b) on the proxy,
@@ -64,8 +105,9 @@ class RunConfig:
         model: Built-in model name or your factory (`path/to/file.py:build`).
         proxy: Dataset r(b) is estimated on; unused when `efficiency` is given.
         target: Dataset trained on, on the device.
-        power_limit_w: The cap in W; None: no cap (or the cap comes from `power_schedule`
-            or `power_source`, or is given as `cap`).
+        cap: The power cap: a number of watts, None (no cap), or one made by
+            `undercap.train.cap.cap_from` (a fixed limit, a schedule that changes during
+            training, a live source). `power_limit_w=` is its deprecated spelling.
         setup: What every training run shares: batch sizes, budget, learning rate.
         target_accuracy: Test accuracy on the target at which device training stops.
         proxy_accuracy: Target accuracy of the proxy estimate; None: `target_accuracy`.
@@ -87,34 +129,15 @@ class RunConfig:
             (energy x time).
         energy_budget_j: A battery: the fastest configuration whose predicted energy to
             the target fits in this many joules.
-        power_schedule: CSV of `time_s,power_limit_w` rows: the cap changes during
-            training and (b, f) is re-selected at every change.
-        power_source: Or a file another program rewrites with the current cap in W.
-        poll_s: How often `power_source` is read, in seconds.
-        rule: With one proxy, what picks the trained (b, f): `"paper"` (Algorithm 1),
-            `"spread"` or `"gns"`; several proxies always use the ensemble rule.
-        gns_check: Measure the gradient noise scale on the target before training and
-            show it beside r(b) (one proxy only).
-        gns_budget: That probe's device time at most, as a fraction of the predicted
-            training time; skipped when it does not fit.
         power_margin_w: Safety margin added to every profiled peak; None: each
             configuration's measured margin, 0: none (the paper's test).
-        race: With several proxies, race the candidates they disagree on, on the target,
-            before training (off by default: it measured no better than the median).
-        race_fraction: Each race candidate's device time, as a fraction of the
-            favourite's predicted training time.
-        online: With several proxies, re-select (b, f) at every evaluation from the
-            target's own curve (off by default: it did not beat the median on the matrix).
-        cap: The cap as one value (`FixedCap`, a schedule or a live
-            source), instead of `power_limit_w` / `power_schedule` / `power_source`;
-            built from those when not given.
     """
 
     device: str
     model: str
     proxy: Optional[DataSpec]
     target: DataSpec
-    power_limit_w: Optional[float]
+    cap: Any
     setup: TrainingSetup
     target_accuracy: float
     proxy_accuracy: Optional[float] = None
@@ -132,26 +155,12 @@ class RunConfig:
     device_options: dict[str, Any] = field(default_factory=dict)
     objective: str = "time"
     energy_budget_j: Optional[float] = None
-    power_schedule: Optional[str] = None
-    power_source: Optional[str] = None
-    poll_s: float = defaults.POWER_SOURCE_POLL_S
-    rule: str = defaults.SELECTION_RULE
-    gns_check: bool = defaults.GNS_CHECK
-    gns_budget: float = defaults.GNS_BUDGET_FRACTION
     power_margin_w: Optional[float] = None
-    race: bool = defaults.RACE
-    race_fraction: float = defaults.RACE_FRACTION
-    cap: Optional[Cap] = None
-    online: bool = defaults.ONLINE
 
     def __post_init__(self) -> None:
-        """The one cap value, checked here once: from the three fields, or given."""
-        given = (self.power_limit_w, self.power_schedule, self.power_source)
-        if self.cap is None:
-            cap = cap_from(self.power_limit_w, self.power_schedule, self.power_source, self.poll_s)
-            object.__setattr__(self, "cap", cap)
-        elif any(x is not None for x in given):
-            raise UndercapError("give cap= or power_limit_w / power_schedule / power_source")
+        """A cap given as a number of watts (or None) is a fixed one."""
+        if not hasattr(self.cap, "limit_at"):
+            object.__setattr__(self, "cap", FixedCap(self.cap))
 
 
 @dataclass(frozen=True)
@@ -173,12 +182,11 @@ def run(
 
     out = Path(out_dir)
     cache = Cache(cfg.cache_dir or out / "cache")
-    cap: Cap = cfg.cap  # type: ignore[assignment]  (__post_init__ built it)
     # Device and profile first (the smallest batch size's stage, recipes/profiling.py):
     # an unknown device or an infeasible limit fails before the (longer) estimate.
-    ask = _profile_ask(cfg, cap)
+    ask = _profile_ask(cfg)
     profile = profile_stage(ask, cache, progress, log)
-    limit = _first_limit(cap, profile, cfg.power_margin_w)
+    limit = selection_limit(cfg.cap, profile, cfg.power_margin_w)  # what it selects for
     setup = with_pretrained(
         cfg.setup,
         cfg.pretrain_source,
@@ -189,10 +197,9 @@ def run(
     )
     eff = _efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
     profile = complete(ask, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
-    training = {**training_of(eff), **_training(cfg, setup)}
-    selection = _selection(cfg, setup, profile, eff, limit, cache, training)
-    # A folder holding another run's training is refused before any file in it changes.
-    SelectionTraining.for_run(cfg, cap, setup.torch_device, profile, eff).check(selection, out)
+    selection = _selection(cfg, setup, profile, eff, limit)
+    device_run = _DeviceRun.of(cfg, setup.torch_device, profile, eff)
+    device_run.check(selection, out)  # another run's training there: refused, nothing written
     save_efficiency_set(out / "efficiency.json", as_set(eff))  # one proxy: efficiency/1
     save_profile(out / "profile.json", profile)
     save_selection(out / "selection.json", selection)
@@ -200,39 +207,15 @@ def run(
         f"selected batch size {selection.batch_size} at {selection.freq_mhz:g} MHz "
         f"(limit {'none' if limit is None else f'{limit:g} W'}); training on {cfg.target.label}"
     )
-    result = _train(cfg, cap, setup, profile, eff, limit, selection, out, progress, log)
+    result = device_run(selection, out, progress)
     save_train_result(out / "train.json", result)
     selection = with_cost(selection, profile, result)  # profiling's share of the training
     save_selection(out / "selection.json", selection)
     if result.segments:
-        _plot_schedule(result, cap, out / "schedule.png", log)
-    text = run_summary(cfg, profile, eff, selection, result) + race_summary(result)
+        _plot_schedule(result, cfg.cap, out / "schedule.png", log)
+    text = run_summary(cfg, profile, eff, selection, result)
     write_atomic(out / "summary.md", text)
     return RunResult(profile, eff, selection, result, text)
-
-
-def _train(
-    cfg: RunConfig,
-    cap: Cap,
-    setup: TrainingSetup,
-    profile: Profile,
-    eff: Efficiency,
-    limit: Optional[float],
-    selection: Selection,
-    out: Path,
-    progress: bool,
-    log: Log,
-) -> TrainResult:
-    """Train the selection on the target under the cap (re-selecting where it changes),
-    after the race where one is asked for and needed (recipes/race.py)."""
-    train = SelectionTraining.for_run(cfg, cap, setup.torch_device, profile, eff)
-    race = RaceAsk(cfg.race, cfg.race_fraction, cfg.power_margin_w, changes(cap))
-    plan, why = race_plan(race, profile, eff, limit, selection)
-    if why:
-        log(why)
-    if plan is not None and plan.needed:
-        return race_then_train(cfg.target_accuracy, selection, plan, out, progress, log, train)
-    return train(selection, out, progress, None)
 
 
 def _selection(
@@ -241,46 +224,106 @@ def _selection(
     profile: Profile,
     eff: Efficiency,
     limit: Optional[float],
-    cache: Cache,
-    training: dict[str, Any],
 ) -> Selection:
-    """The rule's choice: the ensemble rule with several proxies (recipes/ensemble.py;
-    the noise-scale check compares one proxy's r(b)), else Algorithm 1 with the check."""
+    """Algorithm 1's choice (the ensemble rule's with several proxies,
+    recipes/ensemble.py), with the plan of the device run in its `training` block."""
+    b_max = max(setup.batch_sizes)  # the block names every field but the batch size
+    plan = setup.plan(cfg.model, b_max, target_accuracy=cfg.target_accuracy, seed=cfg.seed,
+                      data=cfg.target)  # fmt: skip
     if several(eff):
         return ensemble_selection(
-            profile, eff, limit, training=training, margin_w=cfg.power_margin_w
+            profile, eff, limit, training=plan.to_dict(), margin_w=cfg.power_margin_w
         )
-    check = cross_check(_gns_ask(cfg, setup), profile, eff, limit, cache)  # r(b) vs noise scale
-    selection = build_selection(
+    return build_selection(
         profile,
         eff,
         limit,
-        training=training,
+        training=plan.to_dict(),
         objective=cfg.objective,
         energy_budget_j=cfg.energy_budget_j,
         margin_w=cfg.power_margin_w,
     )
-    return apply_check(selection, check)  # the rule's choice (paper: unchanged)
 
 
-def _gns_ask(cfg: RunConfig, setup: TrainingSetup) -> GnsAsk:
-    """What the noise-scale cross-check needs of this run."""
-    return GnsAsk(
-        rule=cfg.rule,
-        on=cfg.gns_check,
-        budget_fraction=cfg.gns_budget,
-        objective=cfg.objective,
-        margin_w=cfg.power_margin_w,
-        device=cfg.device,
-        device_options=cfg.device_options,
-        model=cfg.model,
-        target=cfg.target,
-        proxy=cfg.proxy,
-        seed=cfg.seed,
-        pretrained=setup.pretrained,
-        loss=setup.loss,
-        metric=setup.metric,
-    )
+@dataclass(frozen=True)
+class _DeviceRun:
+    """How `run` trains a selection on the device: one run at the selection's (b, f),
+    its plan and the run's cap (a cap that changes re-selects with `reselector`), in
+    the results folder (its checkpoint, its evaluation log), so a re-run resumes it."""
+
+    device: str
+    device_options: Any
+    seed: int
+    target: DataSpec
+    cap: Cap
+    torch_device: str
+    reselector: Optional[Reselector] = None
+
+    @classmethod
+    def of(cls, cfg: RunConfig, torch_device: str, profile: Profile, eff: Efficiency) -> _DeviceRun:
+        reselector = None
+        if changes(cfg.cap):
+            reselector = reselector_for(
+                profile.with_margin(cfg.power_margin_w),
+                eff,
+                objective=cfg.objective,
+                energy_budget_j=cfg.energy_budget_j,
+            )
+        return cls(cfg.device, cfg.device_options, cfg.seed, cfg.target, cfg.cap, torch_device,
+                   reselector)  # fmt: skip
+
+    def __call__(self, selection: Selection, folder: Path, progress: bool) -> TrainResult:
+        from undercap.devices import open_device
+        from undercap.train import train
+
+        spec, options = self._spec_options(selection, folder, progress)
+        device = open_device(self.device, seed=self.seed, **self.device_options)
+        with device, self._refused_resume(options):
+            return train(device, spec, loaded_splits(self.target), options, self.reselector)
+
+    def check(self, selection: Selection, folder: Path) -> None:
+        """Refuse, before `run` writes anything, a folder whose checkpoint is another
+        run's (another cap's selection picked another batch size or clock)."""
+        from undercap.train.checkpoint import check_resumable
+
+        spec, options = self._spec_options(selection, folder, False)
+        with self._refused_resume(options):
+            check_resumable(self.device, spec, loaded_splits(self.target), options)
+
+    def _spec_options(
+        self, selection: Selection, folder: Path, progress: bool
+    ) -> tuple[TrainSpec, RunOptions]:
+        ckpt = folder / "checkpoint"
+        spec = TrainSpec.from_selection(selection, cap=self.cap, torch_device=self.torch_device)
+        options = RunOptions(
+            checkpoint_dir=ckpt,
+            resume=(ckpt / "checkpoint.pt").exists(),  # a re-run continues (or returns) the run
+            progress=progress,
+            eval_log=folder / "evals.csv",  # one row per evaluation, for pandas
+            resume_hint=(  # the same `run` would select for, and stop at, the same cap
+                f"`undercap train --from-selection {folder / 'selection.json'} --device "
+                f"{self.device} --checkpoint-dir {ckpt} --eval-log {folder / 'evals.csv'} "
+                f"-o {folder / 'train.json'} --resume --power-limit W` goes on from there "
+                "under a higher limit W"
+            ),
+            wait_hint="run the same command again (once power is back, or with a longer "
+            "--max-wait-s) to go on from there",
+        )
+        return spec, options
+
+    @contextlib.contextmanager
+    def _refused_resume(self, options: RunOptions) -> Iterator[None]:
+        """A checkpoint this run cannot continue: one line saying what to do."""
+        try:
+            yield
+        except ArtifactError as e:
+            if not options.resume:
+                raise
+            ckpt = options.checkpoint_dir
+            raise UndercapError(
+                f"cannot continue the training checkpointed in {ckpt} ({e}); use a new -o "
+                f"folder or delete {ckpt}"
+            ) from e
 
 
 def _plot_schedule(result: TrainResult, cap: Cap, path: Path, log: Log) -> None:
@@ -300,29 +343,7 @@ def _plot_schedule(result: TrainResult, cap: Cap, path: Path, log: Log) -> None:
         log(f"note: no schedule figure ({e})")
 
 
-def _training(cfg: RunConfig, setup: TrainingSetup) -> dict[str, Any]:
-    """The selection's training block: what `train --from-selection` needs to repeat
-    this run (besides the data and model, which the user names again)."""
-    return {
-        "max_batch_size": max(setup.batch_sizes),
-        "base_lr": setup.lr,
-        "pretrained": setup.pretrained,
-        "max_samples": setup.max_samples,
-        "eval_every_samples": setup.eval_every_samples,
-        "eval_max_samples": setup.eval_max_samples,
-        "eval_schedule": setup.eval_schedule,
-        "loss": setup.loss,
-        "metric": setup.metric,
-        **setup.recipe_paths,  # the user's optimizer, LR schedule, training step
-        "deterministic": setup.deterministic,
-        "target_accuracy": cfg.target_accuracy,
-        "seed": cfg.seed,
-        "data": cfg.target.key(),
-        "model": cfg.model,
-    }
-
-
-def _profile_ask(cfg: RunConfig, cap: Cap) -> ProfileAsk:
+def _profile_ask(cfg: RunConfig) -> ProfileAsk:
     """What to profile: the efficient sweep for a fixed limit; every (b, f) for a cap
     that changes (the efficient sweep covers one limit) or when asked (--full-profile)."""
     return ProfileAsk(
@@ -333,28 +354,9 @@ def _profile_ask(cfg: RunConfig, cap: Cap) -> ProfileAsk:
         target=cfg.target,
         batch_sizes=tuple(cfg.setup.batch_sizes),
         given=cfg.profile,
-        efficient_for_w=None if cfg.full_profile else fixed_limit_w(cap),
+        efficient_for_w=None if cfg.full_profile else fixed_limit_w(cfg.cap),
         margin_w=cfg.power_margin_w,
     )
-
-
-def _first_limit(cap: Cap, profile: Profile, margin_w: Optional[float]) -> Optional[float]:
-    """The limit the selection is made for: a fixed cap's, or the first of a schedule's
-    at which some configuration can run. Fails early when none ever can."""
-    if isinstance(cap, FixedCap):
-        check_feasible(profile, [cap.limit_w], margin_w)
-        return cap.limit_w
-    lowest = lowest_feasible_power_w(profile, margin_w=margin_w)
-    if isinstance(cap, LiveSource):  # what it says now; training waits if too little
-        now = cap.lowest_w
-        return now if now is None or now >= lowest else None
-    runnable = [c for c in cap.limits_w if c is None or c >= lowest]  # type: ignore[attr-defined]
-    if not runnable:
-        raise InfeasibleError(
-            f"no cap of {cap.source} lets {profile.model} run: the lowest feasible "
-            f"power is {lowest:.2f} W"
-        )
-    return runnable[0]
 
 
 def _efficiency(
@@ -363,11 +365,11 @@ def _efficiency(
     """r(b) on the proxy; several proxies pooled (recipes/ensemble.py), and checked
     before any estimate runs."""
     sources = max(len(cfg.proxies), len(cfg.efficiencies))
-    check_several(sources, cfg.rule, cfg.objective)
+    check_several(sources, cfg.objective)
     paths = cfg.efficiencies or ((cfg.efficiency,) if cfg.efficiency else ())
     if paths:
         eff = load_pooled(paths, cfg.model)
-        check_several(sources, cfg.rule, cfg.objective, eff)  # one file may hold several
+        check_several(sources, cfg.objective, eff)  # one file may hold several
         log(f"reusing r(b) from {', '.join(paths)} ({eff.dataset})")
         return eff
     specs = cfg.proxies or ((cfg.proxy,) if cfg.proxy is not None else ())

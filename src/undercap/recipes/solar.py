@@ -39,7 +39,7 @@ from typing import List, Optional, Tuple, Union
 
 from undercap.artifacts.io import read_text
 from undercap.errors import ArtifactError, UndercapError
-from undercap.train.schedule import PowerSchedule
+from undercap.train.cap import PowerSchedule
 
 DAYLIGHT_W_M2 = 1.0  # below this the station reads night (sensor offsets are negative)
 

@@ -193,7 +193,7 @@ def _eval_line(r: Any) -> str:
     how = "modelled forward passes of the simulated device" if r.simulated else "device clock"
     ev = getattr(r, "evaluation", None) or {}
     what = ""
-    if ev.get("schedule") == "sparse":  # train/evalplan.py
+    if ev.get("schedule") == "sparse":  # train/loop/evalplan.py
         what = (
             f"; sparse: {ev['full_evaluations']} whole evaluations, "
             f"{ev['screened_items']} items screened, in {ev['looks']} looks"
@@ -232,7 +232,7 @@ def _segment_lines(result: Any) -> List[str]:
     """The configuration per segment of a run whose cap changed."""
     if not result.segments:
         return []
-    why = (  # a fixed cap's segments: the online rule or a read-only guard switched b
+    why = (  # a fixed cap's segments: a read-only guard switched b, or a resume's new cap
         f"the cap changed ({result.schedule})"
         if result.schedule
         else "the configuration changed under the cap"
@@ -294,7 +294,6 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
     lines += [x for x in (run_cost_line(selection),) if x]  # report/profiling.py
     lines += _predicted_lines(selection, result)
     lines += _segment_lines(result)
-    lines += gns_check_lines(selection.extra.get("gns_check"), result)
     lines += ensemble_lines(selection.extra.get("ensemble"), "  ", "- ")  # report/ensemble.py
     lines += [f"- warning: {w}" for w in result.warnings]
     files = "profile.json, efficiency.json, selection.json, train.json, evals.csv, summary.md"
@@ -319,58 +318,3 @@ def schedule_summary(schedule: Any, compress: float) -> str:
             f"({100 * out / end if end else 0:.0f}% of the time); {energy:.4g} J available",
         ]
     )
-
-
-def _bf(pick: Any) -> str:
-    return "-" if not pick else f"{int(pick[0])} @ {pick[1]:g} MHz"
-
-
-def _noise(ns: Optional[Dict[str, Any]], where: str) -> str:
-    if ns is None:
-        return f"not measured on the {where}"
-    if ns.get("b_simple") is None:
-        return f"not resolved on the {where} (|G|^2 estimate <= 0)"
-    hi = "inf" if ns.get("b_high") is None else f"{ns['b_high']:.3g}"
-    return f"{ns['b_simple']:.3g} [{ns.get('b_low') or 0:.3g}, {hi}] on the {where}"
-
-
-def gns_check_lines(check: Optional[Dict[str, Any]], result: Any = None) -> List[str]:
-    """run's summary block: the gradient-noise-scale check beside the proxy's r(b)
-    (recipes/gns_check.py), and whether it changed the choice."""
-    if not check:
-        return []
-    rule = check["rule"]
-    picks = ", ".join(f"{k} {_bf(v)}" for k, v in check["choices"].items())
-    tail = [
-        f"  - choices by rule: {picks}; trained: rule '{rule}' -> {_bf(check['trained'])} "
-        f"(changed the choice: {'yes' if check['changed'] else 'no'})"
-    ]
-    if check.get("skipped"):
-        return [f"- r(b) cross-check (gradient noise scale): skipped: {check['skipped']}", *tail]
-    pred = check.get("predicted_train_time_s")
-    cost = f"{check['probe_time_s']:.3g} s of device time"
-    if pred:
-        cost += f" = {100 * check['probe_time_s'] / pred:.2g}% of the predicted {pred:.3g} s"
-    if result is not None and getattr(result, "time_to_accuracy_s", None):
-        cost += f" ({100 * check['probe_time_s'] / result.time_to_accuracy_s:.2g}% of the measured)"
-    lines = [
-        "- r(b) cross-check, gradient noise scale (McCandlish et al. 2018, App. A): probe "
-        f"{check['steps']} steps of {check['b_big']} samples as sub-batches of "
-        f"{check['b_small']}: {cost}",
-        f"  - B_simple {_noise(check.get('target'), 'target')}; "
-        f"{_noise(check.get('proxy'), 'proxy (host)')}",
-        "",
-        "    | b | r(b) proxy | r_gns(b) target | the gns rule ranks with |",
-        "    |---|---|---|---|",
-    ]
-    gns, cor = check.get("relative_gns") or {}, check.get("corrected") or {}
-    for b, r in check["relative_proxy"].items():
-        g = "-" if b not in gns else f"{gns[b]:.3f}"
-        c = "-" if b not in cor else f"{cor[b]:.3f}"
-        lines.append(f"    | {b} | {r:.3f} | {g} | {c} |")
-    disagree = check.get("disagree") or "none"
-    lines += [
-        "",
-        f"  - beyond both spreads they disagree at b = {disagree}; gns rule: {check['why']}",
-    ]
-    return lines + tail

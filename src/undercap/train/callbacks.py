@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from typing import Any, Optional, Sequence
 
 from undercap import defaults
-from undercap.errors import UndercapError
+from undercap.errors import REMOVED_IN_0_3, UndercapError
 from undercap.models.recipe import lr_scale
+
+_REMOVED = tuple(REMOVED_IN_0_3)  # capped() keywords 0.3.0 removed: one line each
 
 
 class CapDriver:
@@ -38,24 +40,20 @@ class CapDriver:
         task: Optional[str] = None,
         **capped_kwargs: Any,
     ) -> None:
+        from undercap.errors import reject_removed
         from undercap.train.cap import cap_from
-        from undercap.train.setting import choose_spec, median_relative
+        from undercap.train.spec import choose_spec, median_relative
 
         self.device, self.selection, self.metric = device, selection, metric
         kw = dict(capped_kwargs)
-        if kw.get("online"):  # made now, from the selection or proxies capped() won't see
-            from undercap.train.online_loop import loop_rule
-
-            kw["online"] = loop_rule(
-                kw["online"], selection, target_accuracy, kw.get("profile"), kw.get("proxies")
-            )
+        reject_removed({k: kw.pop(k) for k in list(kw) if k in _REMOVED}, type(self).__name__)
         if kw.get("proxies") is not None:  # the choice capped() will make, made now
             kw["relative"] = median_relative(kw.pop("proxies"), kw.get("relative"))
         obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
         obj["objective"] = kw.get("objective", "time")
         # the TrainSpec is made here, once, so the trainer can be built with its batch
         # size and lr(); capped() then takes it as it is and makes the follower
-        # (train/setting.loop_spec)
+        # (train/spec.choose_spec)
         given = (  # the batch size, clock, b_max and target given
             kw.pop("batch_size", None),
             kw.pop("freq_mhz", None),
@@ -117,13 +115,12 @@ class CapDriver:
 
     def pause(self) -> None:
         if self._entered and not self._paused:
-            self.cap._paused_since_step = True  # the trainer's evaluation is paused
-            self.cap.session.pause()
+            self.cap.pause()  # the trainer's evaluation (or saving) is not training
             self._paused = True
 
     def resume(self) -> None:
         if self._entered and self._paused:
-            self.cap.session.resume()
+            self.cap.resume()
             self._paused = False
 
     def evaluated(self, metrics: Mapping[str, Any]) -> bool:
@@ -139,22 +136,6 @@ class CapDriver:
         extra = {k: float(v) for k, v in metrics.items() if k != self.metric and _number(v)}
         self.pause()
         return self.cap.report(float(metrics[self.metric]), **extra)
-
-    # --- the online rule's switch where the trainer cannot make it at once (online_loop) ---
-    @property
-    def proposed(self) -> Any:
-        """The (decision, operating point) the online rule proposed at the last evaluation."""
-        return None if self.cap is None else self.cap.proposed
-
-    def apply_proposed(self) -> Any:
-        from undercap.train.online_loop import apply_proposed
-
-        return apply_proposed(self.cap)
-
-    def report_proposed(self, how: str) -> None:
-        from undercap.train.online_loop import report_proposed
-
-        report_proposed(self.cap, how)
 
     def end(self) -> None:
         if self._entered:

@@ -1,20 +1,37 @@
-"""The power cap a run is held to, as one value: a fixed limit (`FixedCap`) or one
-that changes during training (schedule.PowerSchedule, schedule.LiveSource), behind
-one interface (`Cap`). It is built once where a run is asked for (`cap_from`: the
-CLI's --power-limit / --power-schedule / --power-source, `RunConfig.cap`) and handed
-whole to selection (the limit it selects for) and training (the guard's limit, or the
-follower that re-selects at every change: follow.py).
+"""The power cap a run is held to, as one value from the flag to the guard: a fixed
+limit (`FixedCap`), a schedule (`PowerSchedule`, `--power-schedule`) or a live source
+(`LiveSource`, `--power-source`), behind one interface (`Cap`). The command line (or
+`RunConfig`, `capped()`) makes it once with `cap_from`; it crosses every stage as this
+value, and is read as a number only where a number is compared: Algorithm 1's
+feasibility test (select/core.py) and the power guard's check (session/guard.py).
+
+A schedule is CSV `time_s,power_limit_w`: the limit of each row holds until the next
+row, times on the device's clock from the start of training; an empty or `none` limit
+means no cap, 0 W means no power; a last row `PERIOD,repeat` makes it repeat every
+PERIOD seconds (day after day). A live source is a file another program rewrites with
+the current limit (e.g. from a solar charge controller), read again every `poll_s`
+seconds. Beyond the paper: its Sec. 6 names a constant cap as its limitation.
+
+The schedule clock is the training time plus the time paused for lack of power
+(evaluation excluded). On a simulated device that is exactly its virtual clock; on
+real hardware it leaves out evaluation, so the clock survives a checkpoint and a
+resumed run continues the schedule where it stopped. A cap that changes may leave no
+configuration feasible for a while: the run pauses (session/follow.py), at most
+`max_wait_s` at a time.
 """
 
+import csv
+import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 from undercap import defaults
 from undercap._compat import Protocol
-from undercap.errors import UndercapError
+from undercap.artifacts.io import read_text
+from undercap.errors import ArtifactError, UndercapError
 from undercap.select.core import check_power_limit_w
-from undercap.train.schedule import LiveSource, load_schedule
 
 
 class Cap(Protocol):
@@ -72,6 +89,178 @@ def fixed_limit_w(cap: Cap) -> Optional[float]:
     """A fixed cap's limit; None for no cap and for one that changes (the follower
     holds those, segment by segment)."""
     return cap.limit_w if isinstance(cap, FixedCap) else None
+
+
+CSV_COLUMNS = ("time_s", "power_limit_w")
+
+
+@dataclass(frozen=True)
+class PowerSchedule:
+    """A piecewise-constant cap: (time_s, power_limit_w or None for no cap) rows."""
+
+    times_s: Tuple[float, ...]
+    limits_w: Tuple[Optional[float], ...]
+    source: str = "<schedule>"
+    period_s: Optional[float] = None  # repeats every period_s (None: the last row holds)
+    # a pause longer than this (no configuration fits until the cap rises) stops the run
+    max_wait_s: float = defaults.MAX_POWER_WAIT_S
+
+    def limit_at(self, t_s: float) -> Optional[float]:
+        """The limit in force at schedule time `t_s` (the first row's before it)."""
+        if self.period_s:
+            t_s = t_s % self.period_s
+        i = max(0, _last_at_or_before(self.times_s, t_s))
+        return self.limits_w[i]
+
+    def next_change_after(self, t_s: float) -> Optional[float]:
+        """When the limit next changes after `t_s` (None: never)."""
+        current = self.limit_at(t_s)
+        cycles = [0.0]
+        if self.period_s:  # this cycle's rows, then the next cycle's
+            start = t_s - t_s % self.period_s
+            cycles = [start, start + self.period_s]
+        for offset in cycles:
+            for t, lim in zip(self.times_s, self.limits_w):
+                if t + offset > t_s + 1e-12 and lim != current:
+                    return t + offset
+        return None
+
+    @property
+    def lowest_w(self) -> Optional[float]:
+        """The lowest cap the schedule sets (None: it never caps)."""
+        finite = [x for x in self.limits_w if x is not None]
+        return min(finite) if finite else None
+
+    def to_csv(self) -> str:
+        lines = [",".join(CSV_COLUMNS)]
+        lines += [
+            f"{t:g},{'none' if w is None else f'{w:g}'}"
+            for t, w in zip(self.times_s, self.limits_w)
+        ]
+        if self.period_s:
+            lines.append(f"{self.period_s:g},repeat")
+        return "\n".join(lines) + "\n"
+
+
+def _last_at_or_before(times: Tuple[float, ...], t: float) -> int:
+    i = -1
+    for k, x in enumerate(times):
+        if x <= t + 1e-12:
+            i = k
+    return i
+
+
+def load_schedule(
+    path: Union[str, Path], max_wait_s: float = defaults.MAX_POWER_WAIT_S
+) -> PowerSchedule:
+    """Read and check a schedule CSV; every problem is one ArtifactError line."""
+    path = Path(path)
+    text = read_text(path, what="power schedule")
+    rows = list(csv.DictReader(text.splitlines()))
+    if not rows or any(c not in (rows[0] or {}) for c in CSV_COLUMNS):
+        raise ArtifactError(
+            f"power schedule {path}: expected a CSV with the columns time_s,power_limit_w "
+            "and at least one row"
+        )
+    period = None
+    if len(rows) > 1 and (rows[-1]["power_limit_w"] or "").strip().lower() == "repeat":
+        period = _number(rows.pop()["time_s"], path, len(rows) + 2, "time_s")
+    times, limits = [], []
+    for i, row in enumerate(rows, start=2):
+        times.append(_number(row["time_s"], path, i, "time_s"))
+        limits.append(_limit(row["power_limit_w"], path, i))
+    if times[0] < 0 or any(b <= a for a, b in zip(times, times[1:])):
+        raise ArtifactError(f"power schedule {path}: time_s must start at >= 0 and increase")
+    if period is not None and period <= times[-1]:
+        raise ArtifactError(f"power schedule {path}: the repeat period must follow the last row")
+    return PowerSchedule(tuple(times), tuple(limits), str(path), period, max_wait_s)
+
+
+def _number(text: Optional[str], path: Path, line: int, what: str) -> float:
+    try:
+        x = float((text or "").strip())
+    except ValueError as e:
+        raise ArtifactError(
+            f"power schedule {path}, line {line}: {what} {text!r} is not a number"
+        ) from e
+    if not math.isfinite(x):
+        raise ArtifactError(f"power schedule {path}, line {line}: {what} must be finite")
+    return x
+
+
+def _limit(text: Optional[str], path: Path, line: int) -> Optional[float]:
+    if (text or "").strip().lower() in ("", "none", "inf"):
+        return None
+    x = _number(text, path, line, "power_limit_w")
+    if x < 0:
+        raise ArtifactError(f"power schedule {path}, line {line}: power_limit_w must be >= 0 W")
+    return x
+
+
+class LiveSource:
+    """The limit in a file another program rewrites (one number in W, or `none`),
+    read at most every `poll_s` of schedule time. It must be readable when the run
+    starts (ArtifactError otherwise: a cap that cannot be read is never "no cap");
+    later, a missing, unreadable or half-written file keeps the last limit read, with a
+    warning line (in `notes`, for the result) each time the file goes bad."""
+
+    def __init__(
+        self,
+        path: Union[str, Path],
+        poll_s: float,
+        max_wait_s: float = defaults.MAX_POWER_WAIT_S,
+    ) -> None:
+        self.path, self.poll_s, self.max_wait_s = Path(path), float(poll_s), float(max_wait_s)
+        self.source = str(path)
+        self.notes: List[str] = []
+        self._last_read_s: Optional[float] = None
+        self._failing = False
+        self._limit = read_live_limit(self.path)
+
+    def _read(self) -> Optional[float]:
+        try:
+            limit = read_live_limit(self.path)
+        except ArtifactError as e:
+            if not self._failing:
+                held = "none" if self._limit is None else f"{self._limit:g} W"
+                self._note(f"{e}; holding the last limit read ({held})")
+            self._failing = True
+            return self._limit
+        self._failing = False
+        return limit
+
+    def _note(self, line: str) -> None:
+        self.notes.append(line)
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+
+    def limit_at(self, t_s: float) -> Optional[float]:
+        if self._last_read_s is None or t_s - self._last_read_s >= self.poll_s:
+            self._limit, self._last_read_s = self._read(), t_s
+        return self._limit
+
+    def next_change_after(self, t_s: float) -> Optional[float]:
+        return t_s + self.poll_s  # unknown: look again after one poll
+
+    @property
+    def lowest_w(self) -> Optional[float]:
+        return self._limit
+
+
+def read_live_limit(path: Path) -> Optional[float]:
+    """A live source's limit: one number of watts >= 0, or `none` (no cap)."""
+    text = read_text(path, what="power source").strip()
+    if text.lower() in ("none", "inf"):
+        return None
+    try:
+        limit = float(text)
+    except ValueError:
+        limit = float("nan")
+    if not math.isfinite(limit) or limit < 0:
+        shown = text if len(text) <= 20 else text[:20] + "..."
+        raise ArtifactError(
+            f"power source {path} holds {shown!r}, not a limit in W (a number >= 0, or none)"
+        )
+    return limit
 
 
 def cap_from(

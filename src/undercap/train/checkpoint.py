@@ -13,15 +13,21 @@ weights_only, or its equal on torch 1.10: models/torchload.py), so no pickled co
 ever executed from it.
 """
 
+import dataclasses
+import hashlib
 import sys
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
 
 import torch
 
 from undercap.artifacts.io import atomic_path
 from undercap.errors import ArtifactError, UndercapError
 from undercap.models.torchload import load_tensors
+
+if TYPE_CHECKING:
+    from undercap.data.base import Splits
+    from undercap.train.spec import RunOptions, TrainSpec
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_SCHEMA = "undercap.train-checkpoint/1"
@@ -116,3 +122,51 @@ def cap_change_note(saved: Optional[Dict[str, Any]], cap_source: str) -> str:
     print(f"note: resumed under the cap {cap_source} (checkpointed under {was})", file=sys.stderr)
     samples = saved["trainer"]["samples"]
     return f"resumed at {samples} samples under the cap {cap_source}; before: {was}"
+
+
+def run_identity(spec: "TrainSpec", data: "Splits", device: str) -> Dict[str, Any]:
+    """Everything that makes a run this run: a checkpoint of another is refused. It is
+    made from the spec without building the model, so a run checks it before it changes
+    anything. The cap is not part of it: a run resumes under another cap (runner.py),
+    as a cap that changes during training already changes under it."""
+    from undercap.artifacts.io import file_sha256
+    from undercap.models.user import code_digest
+
+    spec.validate()
+    sha = None if spec.pretrained is None else file_sha256(spec.pretrained, what="weights file")
+    recipe = (spec.optimizer_factory, spec.lr_scheduler, spec.train_step)
+    loop = dataclasses.asdict(spec.loop_config())
+    if not loop["deterministic"]:  # checkpoints from before the switch existed resume
+        del loop["deterministic"]
+    return {
+        **loop,
+        "model": spec.model,
+        "dataset": data.name,
+        "data_fingerprint": _data_fingerprint(data),
+        "n_train": data.n_train,
+        "n_test": data.n_test,
+        "max_batch_size": spec.b_max,
+        "pretrained_sha256": None if sha is None else sha[:16],
+        "device": device,
+        "freq_mhz": spec.freq_mhz,
+        "guard_window_s": spec.guard_window_s,
+        "user_code": code_digest(spec.model, data.name, spec.loss, spec.metric, *recipe),
+    }
+
+
+def _data_fingerprint(data: "Splits") -> str:
+    """Cheap identity of the splits: labels in order plus the first inputs."""
+    h = hashlib.sha256()
+    for t in (data.y_train, data.y_test, data.x_train[:64], data.x_test[:64]):
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def check_resumable(
+    device_name: str, spec: "TrainSpec", data: "Splits", options: "RunOptions"
+) -> None:
+    """Refuse now, before anything is written or the device touched, a run whose
+    checkpoint folder it cannot use (another run's checkpoint, --resume with none, a
+    checkpoint without --resume): what `train` would refuse after the set-up."""
+    identity = run_identity(spec, data, device_name)
+    checkpoint_to_resume(options.checkpoint_dir, options.resume, identity)

@@ -25,9 +25,7 @@
   batch (device time, energy, guard); when the Trainer is about to evaluate or save,
   accounting pauses until the next step;
 * `on_evaluate`: the Trainer's own metric (`metric`, higher is better) against the
-  target; reached -> `should_training_stop`; with `online=True` the online rule looks at
-  it too, and since the batch size cannot change during `train()`, a switch it would
-  make is reported (an OnlineWarning naming the batch size: train again with it);
+  target; reached -> `should_training_stop`;
 * `on_train_end`, or leaving `with cb:`: restore the device.
 """
 
@@ -136,13 +134,6 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
     def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if self.driver.evaluated(kw.get("metrics") or {}):
             control.should_training_stop = True
-        proposed = self.driver.proposed
-        if proposed is not None:  # the online rule's switch: the batch size is fixed here
-            b, accum = proposed[1].batch_size, int(args.gradient_accumulation_steps)
-            self.driver.report_proposed(
-                f"the Trainer's batch size is fixed during train(): to apply it, train again "
-                f"with per_device_train_batch_size={max(1, b // accum)} (batch_size={b})"
-            )
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.driver.end()

@@ -22,11 +22,6 @@
 * `on_train_batch_end`: one step of that batch's samples (device time, energy, guard);
 * validation is paused; `on_validation_end` reports the logged `monitor` metric
   (higher is better) and stops the Trainer once it reaches the target;
-* with `online=True` the online rule looks at each of those reports; a switch it
-  proposes is made at `on_train_epoch_end` where the Trainer reloads its dataloaders
-  for the next epoch (`reload_dataloaders_every_n_epochs`) and the `batch_size`
-  attribute above exists: that attribute becomes the new b, the optimizers' rates are
-  re-scaled by sqrt(b' / b); elsewhere it is reported (an OnlineWarning);
 * `on_fit_end`, `on_exception`: restore the device.
 """
 
@@ -35,7 +30,6 @@ from __future__ import annotations
 from typing import Any
 
 from undercap.errors import require
-from undercap.models.recipe import lr_scale
 from undercap.train.callbacks import CapDriver, longest_input
 
 _pl = require("lightning.pytorch", "lightning", "the Lightning callback")
@@ -62,7 +56,6 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
         kwargs.setdefault("switch_batch", False)
         self.driver = CapDriver(device, selection, metric=monitor, **kwargs)
         self.scale_lr = scale_lr
-        self._holder: Any = None  # what holds the loaders' batch_size (datamodule or module)
 
     @property
     def batch_size(self) -> int:
@@ -83,7 +76,6 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
         for holder in (getattr(trainer, "datamodule", None), pl_module):
             if holder is not None and hasattr(holder, "batch_size"):
                 holder.batch_size = self.driver.batch_size
-                self._holder = holder
                 break
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
@@ -110,23 +102,6 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
             return
         if self.driver.evaluated(dict(trainer.callback_metrics)):
             trainer.should_stop = True
-
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        if self.driver.proposed is None:
-            return
-        every = int(getattr(trainer, "reload_dataloaders_every_n_epochs", 0) or 0)
-        if self._holder is None or not every or (trainer.current_epoch + 1) % every:
-            self.driver.report_proposed(
-                "Lightning changes the batch size only where it reloads its dataloaders: give "
-                "the datamodule or module a batch_size attribute its train_dataloader() reads "
-                "and Trainer(reload_dataloaders_every_n_epochs=1)"
-            )
-            return
-        b = self.driver.batch_size
-        op = self.driver.apply_proposed()  # the next epoch's loader is built with op's b
-        self._holder.batch_size = op.batch_size
-        if self.scale_lr:  # as at the start: the rates follow sqrt(b)
-            _scale_lrs(trainer, lr_scale(op.batch_size, b))
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self.driver.end()

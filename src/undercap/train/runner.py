@@ -1,13 +1,15 @@
-"""Training to a target accuracy on the device, under a power limit (`undercap train`).
+"""Training to a target accuracy on the device, under a power cap (`undercap train`).
 
 The loop (loop.Trainer) fine-tunes the pre-trained model with the chosen batch size
 and the learning rate scaled from the largest batch by sqrt(b / b_max), exactly as
-in the efficiency estimate (paper Sec. 4.2); it runs inside a session.Session, which
-locks the chosen frequency (restored on every exit path), samples power, holds the
-guard and accounts device time and energy per step. Evaluation is not charged to
-training: it happens while the session is paused, and is reported beside it, as
-device time (`eval_time_s`: a simulated device's model of the forward passes, the
-wall clock on hardware) and host time.
+in the efficiency estimate (paper Sec. 4.2). It is driven like a loop of your own:
+through the handle `capped()` gives one (api.Capped), whose session locks the chosen
+frequency (restored on every exit path), samples power, holds the guard and accounts
+device time and energy per step; when the cap makes the batch size change, the
+handle's `step()` says so and the driver here applies it to the loop. Evaluation is
+not charged to training: it happens while the handle is paused, and is reported
+beside it, as device time (`eval_time_s`: a simulated device's model of the forward
+passes, the wall clock on hardware) and host time.
 
 Checkpoints (checkpoint.py) are written at step boundaries where no evaluation is
 pending, or right after an evaluation, so a resumed run repeats exactly the steps
@@ -15,197 +17,36 @@ and evaluations the killed one would have made.
 """
 
 import contextlib
+import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
 from undercap.artifacts.train_result import TrainResult
+from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device
 from undercap.errors import CapExceededError, PowerWaitError, UndercapError
 from undercap.report.progress import sample_bar
-from undercap.train.cap import Cap, cap_from, cap_notes, changes
-from undercap.train.checkpoint import cap_change_note, checkpoint_to_resume
-from undercap.train.checkpoint import save_checkpoint as _save
-from undercap.train.evallog import EvalLog, eval_row
-from undercap.train.follow import CapFollower
-from undercap.train.guard import finish_run
-from undercap.train.online import OnlineRule, say
-from undercap.train.schedule import Reselector
-from undercap.train.session import Session, current_freq_mhz
-from undercap.train.setup import RunSetup
+from undercap.train.api import Capped
+from undercap.train.cap import Cap, cap_from, changes
+from undercap.train.checkpoint import (
+    cap_change_note,
+    checkpoint_to_resume,
+    run_identity,
+    save_checkpoint,
+)
+from undercap.train.evallog import EvalLog
+from undercap.train.session.follow import Reselector
 from undercap.train.spec import RunOptions, TrainSpec
 
 if TYPE_CHECKING:
     from undercap.data.base import Splits
-    from undercap.train.loop import EvalPoint, Trainer
+    from undercap.train.loop import EvalPoint, LoopResult, Trainer
 
 __all__ = ["RunOptions", "TrainResult", "TrainSpec", "train", "train_on_device"]
-
-
-@dataclass(frozen=True)
-class _Checkpointing:
-    """What a checkpoint holds besides the loop's and the session's state: the run's
-    identity (setup.RunSetup.config), the clock it started at and its warnings."""
-
-    options: RunOptions
-    config: Dict[str, Any]
-    freq_mhz_start: Optional[float]
-    warnings: List[str]
-    resumed_at: Optional[int] = None  # the samples a resumed run's checkpoint holds
-
-
-class _Hooks:
-    """The loop's on_step / on_eval: steps to the session, evaluation paused,
-    checkpoints when due, the progress bar."""
-
-    def __init__(
-        self,
-        session: Session,
-        ckpt: _Checkpointing,
-        bar: Any,
-        spec: TrainSpec,
-        online: Optional[OnlineRule] = None,
-    ) -> None:
-        self.session, self.ckpt, self.bar, self.spec = session, ckpt, bar, spec
-        self.online = online  # train/online.py: re-selects at evaluations (--online)
-        # evallog.EvalLog: a row per evaluation
-        self.eval_log = EvalLog.open(
-            ckpt.options.eval_log, ckpt.options.tensorboard_dir, ckpt.resumed_at
-        )
-        self.budget_s = ckpt.options.time_budget_s  # a race's lane: device seconds (race.py)
-        self._eval_t0 = time.perf_counter()  # host clock when the pending evaluation began
-
-    def switch(self, trainer: "Trainer", batch_size: int) -> None:
-        """Train with `batch_size` from the next step on (a changing cap or the guard
-        moved there: session.on_switch), with the learning rate re-scaled by the same
-        sqrt rule; the optimizer state and the data order stay."""
-        if batch_size != trainer.cfg.batch_size:
-            self.session.device.check_fits(self.session.workload, batch_size)
-            trainer.set_batch_size(batch_size, self.spec.lr_for(batch_size))
-
-    def _online(self, trainer: "Trainer", point: "EvalPoint") -> None:
-        """The online rule's look at this whole evaluation; its switch takes the path a
-        cap-driven one does (session.reselect -> self.switch), at this step boundary."""
-        rule, session = self.online, self.session
-        if rule is None:
-            return
-        b = trainer.cfg.batch_size
-        d = rule.observe(point.accuracy, b, session.power_limit_w, session.guard.events)
-        if d is not None and d.switch:
-            say(self.bar, rule.record(d, b, trainer.samples, applied=True))
-            session.reselect(rule.operating_point(d, session.power_limit_w))
-
-    def on_step(self, trainer: "Trainer", batch: int) -> None:
-        if self.online is not None:  # the batch size this step trained at
-            self.online.count(trainer.cfg.batch_size, batch)
-        self.session.step(batch)  # a switch of the batch size reaches self.switch
-        self.bar.update(batch)
-        spent = self.budget_s is not None and self.session.acc.train_time_s >= self.budget_s
-        if trainer.eval_due(trainer.samples - batch):
-            self.session.pause()  # evaluation follows; on_eval resumes
-            self._eval_t0 = time.perf_counter()
-        elif spent:  # a race's lane ends here: judged on an evaluation at its budget
-            self.session.pause()
-            self._eval_t0 = time.perf_counter()
-            trainer.evaluate()
-        elif self._checkpoint_due(trainer):
-            with self.session.paused():  # writing the checkpoint is not training either
-                self.save(trainer)
-        trainer.stop = trainer.stop or spent
-
-    def on_eval(self, trainer: "Trainer", point: "EvalPoint") -> None:
-        wall = time.perf_counter() - self._eval_t0
-        self.session.add_eval(trainer.eval_items, trainer.cfg.eval_batch_size, wall)
-        self._show(f"{point.accuracy:.3f}")
-        if self.eval_log is not None:
-            self.eval_log.write(eval_row(self.session, point.accuracy, {"loss": point.loss}))
-        self._online(trainer, point)
-        if self._checkpoint_due(trainer):
-            self.save(trainer)
-        self.session.resume()
-
-    def on_screen(self, trainer: "Trainer", items: int) -> None:
-        """A sequential look (evalplan.py) that stopped after `items` held-out items,
-        ruling its grid point out: charged as evaluation, and the pause ends here (no
-        whole evaluation follows)."""
-        wall = time.perf_counter() - self._eval_t0
-        self.session.add_eval(items, trainer.cfg.eval_batch_size, wall)
-        self._show("<target")
-        if self._checkpoint_due(trainer):
-            self.save(trainer)
-        self.session.resume()
-
-    def _show(self, accuracy: str) -> None:
-        """The bar's postfix: the last look and evaluation's share of training time."""
-        acc = self.session.acc
-        share = acc.eval_time_s / acc.train_time_s if acc.train_time_s > 0 else 0.0
-        self.bar.set_postfix(acc=accuracy, eval=f"{share:.0%}", refresh=False)
-
-    def close(self) -> None:
-        self.bar.close()
-        if self.eval_log is not None:
-            self.eval_log.close()
-
-    def _checkpoint_due(self, trainer: "Trainer") -> bool:
-        o, acc = self.ckpt.options, self.session.acc
-        if o.checkpoint_dir is None:
-            return False
-        by_time = o.checkpoint_every_s is not None and (
-            acc.train_time_s - acc.last_ckpt_time_s >= o.checkpoint_every_s
-        )
-        by_samples = o.checkpoint_every_samples is not None and (
-            trainer.samples - acc.last_ckpt_samples >= o.checkpoint_every_samples
-        )
-        return by_time or by_samples
-
-    def save(self, trainer: "Trainer") -> None:
-        acc = self.session.acc
-        acc.last_ckpt_time_s, acc.last_ckpt_samples = acc.train_time_s, trainer.samples
-        _save(
-            self.ckpt.options.checkpoint_dir,
-            {
-                "config": self.ckpt.config,
-                "trainer": trainer.state_dict(),
-                "accounts": self.session.snapshot(),
-                "freq_mhz": self.session.locked_mhz(),
-                "guard_events": [e.to_dict() for e in self.session.guard.events],
-                "freq_mhz_start": self.ckpt.freq_mhz_start,
-                "warnings": list(self.ckpt.warnings),
-                "cap": self.spec.cap.source,  # a resume under another cap says so
-                "follower": None
-                if self.session.follower is None
-                else self.session.follower.state(self.session),
-                "segments": self.session.segment_state(),
-                "online": None if self.online is None else self.online.state(),
-            },
-        )
-
-
-def _loop(trainer: "Trainer", hooks: _Hooks, options: RunOptions) -> Any:
-    """The loop to its end, checkpointed at the end; a run stopped for power (over its
-    cap, guard.py, or out of patience waiting for one, follow.py) is checkpointed first,
-    and its message says how to go on (`options.resume_hint`, `wait_hint`)."""
-    session, ckpt_dir = hooks.session, options.checkpoint_dir
-    try:
-        result = trainer.run()
-        session.pause()
-        if ckpt_dir is not None:
-            hooks.save(trainer)
-        return result
-    except CapExceededError as e:
-        if ckpt_dir is None:
-            raise
-        with session.paused():
-            hooks.save(trainer)
-        hint = options.wait_hint if isinstance(e, PowerWaitError) else options.resume_hint
-        raise type(e)(
-            f"{e}. Checkpointed at {trainer.samples} samples in {ckpt_dir}: {hint}"
-        ) from e
-    finally:
-        hooks.close()
 
 
 def train(
@@ -214,36 +55,43 @@ def train(
     data: "Splits",
     options: Optional[RunOptions] = None,
     reselector: Optional[Reselector] = None,
-    online: Optional[OnlineRule] = None,
 ) -> TrainResult:
-    """Train `spec` on `data` on `device`, kept as `options` say: the loop inside a
-    session that locks the clock (or not, read-only), holds the cap and accounts the
-    device's time and energy. A cap that changes (`spec.cap`) needs the `reselector`
-    that picks (b, f) at every change; `spec.online` the `online` rule, made from a
-    selection's online block (the proxies' curves)."""
+    """Train `spec` on `data` on `device`, kept as `options` say: the loop driven
+    through a capped handle that locks the clock (or not, read-only), holds the cap and
+    accounts the device's time and energy. A cap that changes (`spec.cap`) needs the
+    `reselector` that picks (b, f) at every change."""
     if changes(spec.cap) != (reselector is not None):
         raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
-    if spec.online != (online is not None):
-        raise UndercapError("spec.online needs online= (a selection's online rule), and back")
     options = options or RunOptions()
-    setup = RunSetup.build(device, spec, data)
-    saved = checkpoint_to_resume(options.checkpoint_dir, options.resume, setup.config)
-    follower = None
-    if reselector is not None:
-        follower = CapFollower(spec.cap, reselector, saved=saved.get("follower") if saved else None)
-    if online is not None and saved is not None:
-        online.restore(saved.get("online") or {})
-    return _run(device, setup, saved, options, follower, online)
-
-
-def check_resumable(device_name: str, spec: TrainSpec, data: "Splits", options: RunOptions) -> None:
-    """Refuse now, before anything is written or the device touched, a run whose
-    checkpoint folder it cannot use (another run's checkpoint, --resume with none, a
-    checkpoint without --resume): what `train` would refuse after the set-up."""
-    from undercap.train.setup import run_identity
-
-    identity = run_identity(spec, data, device_name)
-    checkpoint_to_resume(options.checkpoint_dir, options.resume, identity)
+    prep = _Prepared.build(device, spec, data)
+    saved = checkpoint_to_resume(options.checkpoint_dir, options.resume, prep.identity)
+    trainer = prep.trainer
+    if saved is not None:
+        trainer.load_state_dict(saved["trainer"])
+    new_cap = cap_change_note(saved, spec.cap.source)
+    warnings = list(saved.get("warnings", [])) if saved else list(prep.warnings)
+    warnings += [new_cap] if new_cap else []
+    device.check_fits(prep.workload, spec.batch_size)
+    # on resume, continue at the clock the guard had left, not the requested one; under
+    # a new cap, from the requested one again (the guard steps it down if it must)
+    freq = saved["freq_mhz"] if saved and not new_cap else spec.freq_mhz
+    handle = Capped(
+        device,
+        dataclasses.replace(spec, freq_mhz=freq),
+        prep.workload,
+        sample_rate_hz=options.sample_rate_hz,
+        reselector=reselector,
+        eval_log=EvalLog.open(options.eval_log, options.tensorboard_dir, _resumed_at(saved)),
+        saved=saved,
+        samples=trainer.samples,
+        cuda_sync=prep.cuda_sync,
+    )
+    with _entered(handle, saved, options):
+        start = saved["freq_mhz_start"] if saved else handle.session.freq_start
+        driver = _Driver(handle, trainer, prep, options, _Kept(start, warnings))
+        loop_result = driver.run()
+        totals = handle.totals()
+    return prep.result(loop_result, handle, totals, start, warnings, saved)
 
 
 def train_on_device(
@@ -262,7 +110,6 @@ def train_on_device(
     reselector: Optional[Reselector] = None,
     eval_log: Optional[Union[str, Path]] = None,
     tensorboard_dir: Optional[Union[str, Path]] = None,
-    time_budget_s: Optional[float] = None,
     **spec: Any,
 ) -> TrainResult:
     """Fine-tune `model_name` on `data` on `device` until the target accuracy (or the
@@ -276,14 +123,11 @@ def train_on_device(
     With a `power_schedule` (a schedule or a live source of the cap) the cap changes
     during training, and the `reselector` picks (b, f) again at every change.
     `eval_log` (a .csv or .jsonl path) and `tensorboard_dir` log every evaluation.
-    `time_budget_s` ends the run, with an evaluation, once it trained that much device
-    time (a lane of a race; its checkpoint continues as an ordinary run). Checkpoints
-    go to `checkpoint_dir` every `checkpoint_every_s` device seconds (or
+    Checkpoints go to `checkpoint_dir` every `checkpoint_every_s` device seconds (or
     `checkpoint_every_samples`), and `resume=True` continues a killed run exactly.
 
     The keyword form of [train][undercap.train.runner.train], which takes the two
     values this builds: the TrainSpec and the RunOptions."""
-    cap = cap_from(power_limit_w, power_schedule)
     options = RunOptions(
         checkpoint_dir=checkpoint_dir,
         checkpoint_every_s=checkpoint_every_s,
@@ -293,19 +137,24 @@ def train_on_device(
         progress=progress,
         eval_log=eval_log,
         tensorboard_dir=tensorboard_dir,
-        time_budget_s=time_budget_s,
     )
+    cap = cap_from(power_limit_w, power_schedule)
     return train(device, TrainSpec(model=model_name, cap=cap, **spec), data, options, reselector)
+
+
+def _resumed_at(saved: Optional[Dict[str, Any]]) -> Optional[int]:
+    """The samples a resumed run's checkpoint holds (None: a fresh run)."""
+    return None if saved is None else int(saved["trainer"]["samples"])
 
 
 @contextlib.contextmanager
 def _entered(
-    session: Session, saved: Optional[Dict[str, Any]], options: RunOptions
-) -> Iterator[Session]:
-    """The session entered: a changing cap that gives up waiting for power before the
+    handle: Capped, saved: Optional[Dict[str, Any]], options: RunOptions
+) -> Iterator[Capped]:
+    """The handle entered: a changing cap that gives up waiting for power before the
     first step says what to do (the checkpoint, if any, is as it was)."""
     try:
-        session.__enter__()
+        handle.__enter__()
     except PowerWaitError as e:
         hint = (
             options.wait_hint
@@ -315,73 +164,236 @@ def _entered(
         )
         raise PowerWaitError(f"{e}. {hint}") from e
     try:
-        yield session
+        yield handle
     finally:
-        session.__exit__(None, None, None)
+        handle.__exit__(None, None, None)
 
 
-def _run(
-    device: Device,
-    setup: RunSetup,
-    saved: Optional[Dict[str, Any]],
-    options: RunOptions,
-    follower: Optional[CapFollower],
-    online: Optional[OnlineRule] = None,
-) -> TrainResult:
-    spec, trainer = setup.spec, setup.trainer
-    if saved is not None:
-        trainer.load_state_dict(saved["trainer"])
-    warnings = list(saved.get("warnings", [])) if saved else list(setup.warnings)
-    new_cap = cap_change_note(saved, spec.cap.source)
-    if new_cap:
-        warnings.append(new_cap)
-    device.check_fits(setup.workload, spec.batch_size)
-    session = Session(
-        device,
-        power_limit_w=spec.power_limit_w,
-        # on resume, continue at the frequency the guard had left, not the requested
-        # one; under a new cap, from the requested one again (the guard steps it down)
-        freq_mhz=saved["freq_mhz"] if saved and not new_cap else spec.freq_mhz,
-        workload=setup.workload,
-        guard_window_s=spec.guard_window_s,
-        sample_rate_hz=options.sample_rate_hz,
-        cuda_sync=setup.cuda_sync,
-        saved=saved,
-        samples=trainer.samples,
-        follower=follower,
-        batch_size=trainer.cfg.batch_size,
-        batch_ladder=spec.batch_ladder,
-    )
-    with _entered(session, saved, options):
-        bar = sample_bar(
-            spec.max_samples, f"train b={spec.batch_size}", options.progress, trainer.samples
-        )
-        freq_start = saved["freq_mhz_start"] if saved else session.freq_start
-        resumed_at = int(saved["trainer"]["samples"]) if saved else None
-        ckpt = _Checkpointing(options, setup.config, freq_start, warnings, resumed_at)
-        hooks = _Hooks(session, ckpt, bar, spec, online)
-        if session.batch_size is not None:  # a changing cap chose the first configuration
-            hooks.switch(trainer, session.batch_size)
-        session.on_switch = lambda b: hooks.switch(trainer, b)
-        trainer.on_step, trainer.on_eval = hooks.on_step, hooks.on_eval
+@dataclass
+class _Kept:
+    """What a checkpoint holds besides the loop's and the session's state: the clock the
+    run started at and its warnings (the run's identity is the prepared run's)."""
+
+    freq_mhz_start: Optional[float]
+    warnings: List[str] = field(default_factory=list)
+
+
+class _Driver:
+    """undercap's own loop, driven as a loop of yours drives a capped handle: every
+    step through `handle.step()`, whose new batch size it applies to the loop; the
+    evaluation paused; checkpoints when due; the progress bar."""
+
+    def __init__(
+        self,
+        handle: Capped,
+        trainer: "Trainer",
+        prep: "_Prepared",
+        options: RunOptions,
+        kept: _Kept,
+    ) -> None:
+        self.handle, self.trainer, self.prep = handle, trainer, prep
+        self.options, self.kept = options, kept
+        self.bar = sample_bar(
+            prep.spec.max_samples, f"train b={prep.spec.batch_size}", options.progress,
+            trainer.samples,
+        )  # fmt: skip
+        self._eval_t0 = time.perf_counter()  # host clock when the pending evaluation began
+        self._switch(handle.batch_size)  # a changing cap chose the first configuration
+        trainer.on_step, trainer.on_eval = self.on_step, self.on_eval
         if trainer.plan is not None:
-            trainer.plan.on_screen = lambda m: hooks.on_screen(trainer, m)
-        loop_result = _loop(trainer, hooks, options)
-        freq_final, end_notes = current_freq_mhz(device), finish_run(session)  # guard.py
-    acc = session.snapshot()
-    return setup.result(
-        loop_result,
-        acc,
-        guard=session.guard,
-        freq_start=freq_start,
-        freq_final=freq_final,
-        energy_source=session.energy_source,
-        warnings=warnings
-        + [n for n in session.notes + cap_notes(spec.cap) if n not in warnings]
-        + end_notes,
-        resumed_from=int(saved["trainer"]["samples"]) if saved else None,
-        provenance=provenance(seed=spec.seed, device=device.name),
-        segments=session.segments(),
-        schedule=None if follower is None else spec.cap.source,
-        clocks=session.clocks,
-    )
+            trainer.plan.on_screen = self.on_screen
+
+    def run(self) -> "LoopResult":
+        """The loop to its end, checkpointed at the end; a run stopped for power (over
+        its cap, session/guard.py, or out of patience waiting for one, session/follow.py)
+        is checkpointed first, and its message says how to go on."""
+        ckpt_dir, trainer = self.options.checkpoint_dir, self.trainer
+        try:
+            result = trainer.run()
+            self.handle.pause()
+            if ckpt_dir is not None:
+                self.save()
+            return result
+        except CapExceededError as e:
+            if ckpt_dir is None:
+                raise
+            with self.handle.paused():
+                self.save()
+            o = self.options
+            hint = o.wait_hint if isinstance(e, PowerWaitError) else o.resume_hint
+            raise type(e)(
+                f"{e}. Checkpointed at {trainer.samples} samples in {ckpt_dir}: {hint}"
+            ) from e
+        finally:
+            self.bar.close()
+
+    def _switch(self, batch_size: int) -> None:
+        """Train with `batch_size` from the next step on, with the learning rate
+        re-scaled by the same sqrt rule; the optimizer state and the data order stay."""
+        if batch_size != self.trainer.cfg.batch_size:
+            self.prep.device.check_fits(self.prep.workload, batch_size)
+            self.trainer.set_batch_size(batch_size, self.prep.spec.lr_for(batch_size))
+
+    def on_step(self, trainer: "Trainer", batch: int) -> None:
+        switched = self.handle.step(batch)
+        if switched is not None:
+            self._switch(switched)
+        self.bar.update(batch)
+        if trainer.eval_due(trainer.samples - batch):
+            self.handle.pause()  # evaluation follows; on_eval resumes
+            self._eval_t0 = time.perf_counter()
+        elif self._checkpoint_due(trainer):
+            with self.handle.paused():  # writing the checkpoint is not training either
+                self.save()
+
+    def on_eval(self, trainer: "Trainer", point: "EvalPoint") -> None:
+        self._charge_eval(trainer.eval_items, f"{point.accuracy:.3f}")
+        self.handle.report(point.accuracy, loss=point.loss)  # the evaluation log's row
+        self._done_evaluating(trainer)
+
+    def on_screen(self, items: int) -> None:
+        """A sequential look (loop/evalplan.py) that stopped after `items` held-out
+        items, ruling its grid point out: charged as evaluation, and the pause ends here
+        (no whole evaluation follows)."""
+        self._charge_eval(items, "<target")
+        self._done_evaluating(self.trainer)
+
+    def _charge_eval(self, items: int, shown: str) -> None:
+        session = self.handle.session
+        wall = time.perf_counter() - self._eval_t0
+        session.add_eval(items, self.trainer.cfg.eval_batch_size, wall)
+        acc = session.acc  # the bar: the last look, evaluation's share of training time
+        share = acc.eval_time_s / acc.train_time_s if acc.train_time_s > 0 else 0.0
+        self.bar.set_postfix(acc=shown, eval=f"{share:.0%}", refresh=False)
+
+    def _done_evaluating(self, trainer: "Trainer") -> None:
+        if self._checkpoint_due(trainer):
+            self.save()
+        self.handle.resume()
+
+    def _checkpoint_due(self, trainer: "Trainer") -> bool:
+        o, acc = self.options, self.handle.session.acc
+        if o.checkpoint_dir is None:
+            return False
+        by_time = o.checkpoint_every_s is not None and (
+            acc.train_time_s - acc.last_ckpt_time_s >= o.checkpoint_every_s
+        )
+        by_samples = o.checkpoint_every_samples is not None and (
+            trainer.samples - acc.last_ckpt_samples >= o.checkpoint_every_samples
+        )
+        return by_time or by_samples
+
+    def save(self) -> None:
+        acc = self.handle.session.acc
+        acc.last_ckpt_time_s, acc.last_ckpt_samples = acc.train_time_s, self.trainer.samples
+        state = {
+            "config": self.prep.identity,
+            "trainer": self.trainer.state_dict(),
+            **self.handle.session.state(),
+            "freq_mhz_start": self.kept.freq_mhz_start,
+            "warnings": list(self.kept.warnings),
+        }
+        save_checkpoint(self.options.checkpoint_dir, state)  # type: ignore[arg-type]
+
+
+@dataclass
+class _Prepared:
+    """A training run ready to go: the spec, the model in its loop on the torch device,
+    its workload, and `identity`, what a checkpoint of it must match. The model, the
+    optimizer and the learning rate are set up exactly as the efficiency estimate does
+    (models.weights.initial_model, the registry's optimizer, the spec's plan)."""
+
+    spec: TrainSpec
+    device: Device
+    dataset: str
+    trainer: "Trainer"
+    workload: Workload
+    cuda_sync: Any
+    identity: Dict[str, Any]
+    device_info: Dict[str, Any]
+    init: Dict[str, Any]
+    torch_device: str
+    warnings: List[str]
+
+    @classmethod
+    def build(cls, device: Device, spec: TrainSpec, data: "Splits") -> "_Prepared":
+        import torch
+
+        from undercap.models.weights import initial_model
+        from undercap.models.workload import workload_of
+        from undercap.train.loop import Trainer, resolve_torch_device
+        from undercap.train.loop.evalplan import look_order, plan_for
+
+        identity = run_identity(spec, data, device.name)  # validates the spec first
+        tdev = resolve_torch_device(spec.torch_device)
+        model, init = initial_model(
+            spec.model, data, init_seed=spec.seed, pretrained=spec.pretrained
+        )
+        trainer = Trainer(model, data.to(tdev), spec.loop_config(), tdev)
+        trainer.plan = plan_for(spec)
+        if trainer.plan is not None:
+            trainer.reorder_eval(look_order(trainer.eval_items, spec.seed))
+        warnings = []
+        if not device.is_simulated and tdev == "cpu":
+            warnings.append(
+                "training ran on the host CPU (torch sees no CUDA GPU), not on the GPU "
+                "whose clocks and power were managed"
+            )
+        return cls(
+            spec, device, data.name, trainer,
+            workload_of(model, spec.model, data.input_shape, data.task),
+            torch.cuda.synchronize if tdev.startswith("cuda") else None,
+            identity, device.info().to_dict(), init, tdev, warnings,
+        )  # fmt: skip
+
+    def result(
+        self,
+        loop: "LoopResult",
+        handle: Capped,
+        totals: Dict[str, Any],
+        freq_start: Optional[float],
+        warnings: List[str],
+        saved: Optional[Dict[str, Any]],
+    ) -> TrainResult:
+        spec, acc, session = self.spec, handle.session.snapshot(), handle.session
+        elapsed = acc["train_time_s"] + acc["pause_time_s"]  # waiting counts to the target
+        kept = [w for w in totals["warnings"] if w not in warnings]
+        return TrainResult(
+            **{k: v for k, v in totals.items() if k not in ("warnings", "freq_mhz_start")},
+            reached=loop.reached,
+            time_to_accuracy_s=elapsed if loop.reached else None,
+            samples_to_target=loop.samples_to_target,
+            steps=loop.steps,
+            batch_size=spec.batch_size,
+            samples_trained=loop.samples_trained,
+            final_accuracy=loop.final_accuracy,
+            target_accuracy=float(self.trainer.cfg.target_accuracy or 0.0),
+            energy_source=session.meter.energy_source,
+            max_raw_power_w=acc["max_raw_w"],
+            eval_wall_s=loop.eval_wall_s,
+            train_wall_s=loop.train_wall_s,
+            lr=self.trainer.cfg.lr,
+            freq_mhz_requested=spec.freq_mhz,
+            freq_mhz_start=freq_start,
+            guard_window_s=spec.guard_window_s,
+            device=self.device_info,
+            model=spec.model,  # type: ignore[arg-type]
+            dataset=self.dataset,
+            curve=tuple(asdict(p) for p in loop.curve),
+            warnings=tuple(warnings + kept),
+            resumed_from=_resumed_at(saved),
+            schedule=spec.cap.source if changes(spec.cap) else None,
+            config=self._config(),
+            provenance=provenance(seed=spec.seed, device=self.device.name),
+            eval_time_s=acc["eval_time_s"],
+            evaluation=self.trainer.evaluation(),
+        )
+
+    def _config(self) -> Dict[str, Any]:
+        """The result's `config`: the run's identity, its weights and torch device."""
+        return {
+            **self.identity,
+            "init": self.init,
+            "torch_device": self.torch_device,
+            "deterministic": self.trainer.cfg.deterministic,
+        }

@@ -1,47 +1,40 @@
-"""What a run trains (`TrainSpec`) and how it is kept (`RunOptions`): the two typed
-values every way into training builds once and hands whole on. A device run (the CLI,
-`run`, `compare`, races, `train_on_device`) gets both (train/runner.py); a loop of your
-own (`capped()`, the trainer callbacks, fleet nodes) gets the TrainSpec alone, with no
-model name (the model is the loop's) and the target it was given, if any
-(train/setting.py).
+"""How a run trains (`Plan`), what a device run trains at (`TrainSpec`: the plan and
+the choice) and how it is kept (`RunOptions`).
+
+The plan is made once: by `run` from its training set-up and choice (written into the
+selection as its `training` block), by `train` from its flags and the selection, by
+`capped()` for a loop of your own (with no model name: the model is the loop's). It
+crosses the stages whole: `Plan.from_selection` reads it back, a TrainSpec *is* it
+plus the device's choice, and the loop's settings are made from it (`loop_config`)
+exactly as the r(b) estimate's are, so N(b) measured on the proxy and the device run
+are one procedure (paper Sec. 4.2).
 """
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
 
 from undercap import defaults
+from undercap.artifacts.profile import as_profile
+from undercap.artifacts.selection import Selection, load_selection
 from undercap.errors import UndercapError
 from undercap.models.recipe import Recipe, UserCode
 from undercap.train.cap import NO_CAP, Cap, FixedCap, fixed_limit_w
 
 if TYPE_CHECKING:
-    from undercap.artifacts.selection import Selection
     from undercap.train.loop import LoopConfig
 
 PathLike = Union[str, Path]
 
-#: the fields of a selection's `training` block that are TrainSpec fields of the same
-#: name (recipes/run.py writes them)
-_TRAINING_KEYS = (
-    "max_samples",
-    "eval_every_samples",
-    "eval_max_samples",
-    "base_lr",
-    "max_batch_size",
-    "pretrained",
-    "loss",
-    "metric",
-    "optimizer_factory",
-    "lr_scheduler",
-    "train_step",
-    "deterministic",
-)
+#: the selection's `training` block (on disk) is the plan's fields but these, which
+#: the selection holds at its top level or does not keep
+_NOT_IN_BLOCK = ("batch_size",)
 
 
 @dataclass(frozen=True)
 class _Run:
-    """What every run states: the model, the batch size and the target (model and
+    """What every plan states: the model, the batch size and the target (model and
     target None in a loop of your own: the loop holds its model and may have no
     target; a device run needs both, `validate`). A base of its own so that
     UserCode's fields (models/recipe.py), which all have defaults, can follow these:
@@ -53,10 +46,8 @@ class _Run:
 
 
 @dataclass(frozen=True)
-class TrainSpec(UserCode, _Run):
-    """What to train and how: everything but the device, the data and how the run is
-    kept (RunOptions). Built once where a run starts (`from_selection`, the CLI's
-    flags, `train_on_device`'s keywords) and handed whole to the run.
+class Plan(UserCode, _Run):
+    """How a run trains, one value from the selection to the loop (module docstring).
 
     Args:
         model: Built-in model name or your factory (`path/to/file.py:build`); None in
@@ -64,9 +55,6 @@ class TrainSpec(UserCode, _Run):
         batch_size: The batch size trained with.
         target_accuracy: Test accuracy at which training stops; None in a loop of your
             own given no target (it then reports no time to accuracy).
-        freq_mhz: GPU clock to lock; None: leave the clocks as they are.
-        cap: The power cap the guard holds: a fixed limit (`FixedCap`,
-            the default none) or a schedule, which needs a reselector.
         max_samples: Sample budget: training stops here if the target is not reached.
         eval_every_samples: Evaluate every this many training samples.
         eval_max_samples: Evaluate on at most this many test samples; None: all.
@@ -81,44 +69,24 @@ class TrainSpec(UserCode, _Run):
         pretrained: Weights file (`undercap pretrain`) to start from; None: the
             model's seeded initial weights.
         seed: Seed of the initial weights and the data order.
-        guard_window_s: Shortest power window the guard judges, in seconds (widened to
-            two updates of a slow sensor).
-        torch_device: Where the model trains on the host: `"auto"`, `"cpu"`, `"cuda"`.
         deterministic: Deterministic torch, so that a resumed run equals the
             uninterrupted one on CUDA too (slower on CUDA).
-        batch_ladder: Where the clocks are read-only: the batch sizes the guard may step
-            down to over the cap (the selection's candidates); empty: halving.
-        online: Re-select (b, f) at evaluations from the target's own curve (the online
-            rule; off by default: it did not beat the proxies' median on the matrix).
-            Needs an evaluation at least every defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES.
+        data: The data the plan was made for (a DataSpec's key), where it is known:
+            `train --from-selection` loads it when no `--dataset` is given.
     """
 
-    freq_mhz: Optional[float] = None  # None: leave the clocks as they are
-    cap: Cap = NO_CAP  # the guard's limit, fixed or changing (train/cap.py)
     max_samples: int = defaults.TRAIN_MAX_SAMPLES
     eval_every_samples: int = defaults.TRAIN_EVAL_EVERY_SAMPLES
     eval_max_samples: Optional[int] = None
-    eval_schedule: str = defaults.TRAIN_EVAL_SCHEDULE  # evalplan.SCHEDULES
+    eval_schedule: str = defaults.TRAIN_EVAL_SCHEDULE  # loop/evalplan.SCHEDULES
     base_lr: Optional[float] = None  # at max_batch_size; None: the model's
     max_batch_size: Optional[int] = None  # the sqrt LR scaling's b_max; None: batch_size
     weight_decay: Optional[float] = None  # None: the model's
-    pretrained: Optional[Union[str, Path]] = None
+    pretrained: Optional[PathLike] = None
     seed: int = 0
-    guard_window_s: float = defaults.GUARD_WINDOW_S
-    torch_device: str = "auto"
     # deterministic torch (loop.deterministic_torch): resume exact on CUDA too, slower
     deterministic: bool = False
-    # read-only clocks: the batch sizes the guard may step down to over the cap
-    # (the selection's candidates; empty: halving; session.py)
-    batch_ladder: Tuple[int, ...] = ()
-    # the online rule (train/online.py): evaluations must come at least every
-    # defaults.ONLINE_MIN_EVAL_EVERY_SAMPLES samples while it is on
-    online: bool = defaults.ONLINE
-
-    @property
-    def power_limit_w(self) -> Optional[float]:
-        """The fixed limit (None: no cap, or one that changes: the follower's)."""
-        return fixed_limit_w(self.cap)
+    data: Optional[Dict[str, Any]] = dataclasses.field(default=None, hash=False)
 
     @property
     def b_max(self) -> int:
@@ -147,37 +115,35 @@ class TrainSpec(UserCode, _Run):
             raise UndercapError(
                 f"target accuracy {self.target_accuracy} must be a fraction in (0, 1]"
             )
-        if self.online:
-            from undercap.train.online import check_eval_every
 
-            check_eval_every(self.eval_every_samples)
+    def to_dict(self) -> Dict[str, Any]:
+        """The selection's `training` block: every field but the batch size (the
+        selection's own), the unset ones left out."""
+        out = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(Plan)
+            if f.name not in _NOT_IN_BLOCK and getattr(self, f.name) is not None
+        }
+        if out.get("pretrained") is not None:
+            out["pretrained"] = str(out["pretrained"])
+        return out
 
     @classmethod
-    def from_selection(
-        cls,
-        selection: "Selection",
-        *,
-        cap: Optional[Cap] = None,
-        torch_device: str = "auto",
-    ) -> "TrainSpec":
-        """The run a selection describes: its choice (b, the clock to lock, the cap, the
-        batch sizes a read-only device steps down through) and its `training` block
-        (how the run it came from trained). `cap`: a cap that changes, which the
-        selection's limit was only the start of. A selection without a target accuracy
-        in that block (`select --json`) cannot say when to stop: a device run needs one
-        given (`validate`), a loop of your own may have none."""
-        t = selection.training
-        model, target = selection.model or t.get("model"), t.get("target_accuracy")
-        return cls(
+    def from_selection(cls, selection: Selection) -> "Plan":
+        """The plan a selection carries: its batch size and model, and its `training`
+        block (all of it from `run`; the estimate's b_max, base LR and weights from
+        `select --json`, whose plan has no target: a device run needs one given)."""
+        block = dict(selection.training)
+        names = {f.name for f in dataclasses.fields(Plan)} - set(_NOT_IN_BLOCK)
+        given = {k: v for k, v in block.items() if k in names and v is not None}
+        model = selection.model or given.pop("model", None)
+        given.pop("model", None)
+        target = given.pop("target_accuracy", None)
+        return Plan(
             model=None if model is None else str(model),
             batch_size=selection.batch_size,
             target_accuracy=None if target is None else float(target),
-            freq_mhz=selection.lock_mhz(),  # None: a read-only profile's clock
-            cap=FixedCap(selection.power_limit_w) if cap is None else cap,
-            batch_ladder=selection.batch_ladder(),
-            seed=int(t.get("seed", 0)),
-            torch_device=torch_device,
-            **{k: t[k] for k in _TRAINING_KEYS if t.get(k) is not None},
+            **given,
         )
 
     def lr_for(self, batch_size: int) -> float:
@@ -220,6 +186,62 @@ class TrainSpec(UserCode, _Run):
 
 
 @dataclass(frozen=True)
+class TrainSpec(Plan):
+    """What a device run trains at: its plan (every field of `Plan`, above) and the
+    device's choice. Built once where a run starts (`from_selection`, the CLI's flags,
+    `train_on_device`'s keywords, `capped()`) and handed whole to the run.
+
+    Args:
+        freq_mhz: GPU clock to lock; None: leave the clocks as they are.
+        cap: The power cap the guard holds (train/cap.py): a fixed limit (`FixedCap`,
+            the default none), a schedule or a live source, which re-select (b, f) at
+            every change (they need a profile and r(b)).
+        guard_window_s: Shortest power window the guard judges, in seconds (widened to
+            two updates of a slow sensor).
+        torch_device: Where the model trains on the host: `"auto"`, `"cpu"`, `"cuda"`.
+        batch_ladder: Where the clocks are read-only: the batch sizes the guard may step
+            down to over the cap (the selection's candidates); empty: halving.
+    """
+
+    freq_mhz: Optional[float] = None  # None: leave the clocks as they are
+    cap: Cap = NO_CAP
+    guard_window_s: float = defaults.GUARD_WINDOW_S
+    torch_device: str = "auto"
+    batch_ladder: Tuple[int, ...] = ()
+
+    @property
+    def plan(self) -> Plan:
+        """The plan alone (what the selection writes and the loop is made from)."""
+        return Plan(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Plan)})
+
+    @classmethod
+    def from_selection(  # type: ignore[override]
+        cls,
+        selection: Selection,
+        *,
+        cap: Optional[Cap] = None,
+        torch_device: str = "auto",
+    ) -> "TrainSpec":
+        """The run a selection describes: its plan (how the run it came from trained)
+        and its choice (b, the clock to lock, the cap, the batch sizes a read-only
+        device steps down through). `cap`: the run's own, e.g. a cap that changes, which
+        the selection's limit was only the start of (None: the selection's limit)."""
+        plan = Plan.from_selection(selection)
+        return cls.of(
+            plan,
+            freq_mhz=selection.lock_mhz(),  # None: a read-only profile's clock
+            cap=FixedCap(selection.power_limit_w) if cap is None else cap,
+            batch_ladder=selection.batch_ladder(),
+            torch_device=torch_device,
+        )
+
+    @classmethod
+    def of(cls, plan: Plan, **choice: Any) -> "TrainSpec":
+        """`plan` trained at the device's `choice` (TrainSpec's own fields)."""
+        return cls(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(Plan)}, **choice)
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """How a device run is kept and shown, apart from what it trains.
 
@@ -232,8 +254,6 @@ class RunOptions:
         progress: Show a progress bar.
         eval_log: A .csv or .jsonl file that gets a row per evaluation.
         tensorboard_dir: Also write every evaluation as TensorBoard scalars here.
-        time_budget_s: End the run, with an evaluation, after this much device time
-            (a lane of a race: its checkpoint continues as an ordinary run).
         resume_hint: What a run stopped over its cap (exit 4) tells the user to do to
             go on from its checkpoint; `wait_hint`: one that gave up waiting for power.
     """
@@ -246,7 +266,6 @@ class RunOptions:
     progress: bool = True
     eval_log: Optional[PathLike] = None
     tensorboard_dir: Optional[PathLike] = None
-    time_budget_s: Optional[float] = None
     resume_hint: str = "resume it (resume=True) under a higher cap to go on from there"
     wait_hint: str = "resume it (resume=True) once power is back, or with a longer max_wait_s"
 
@@ -254,3 +273,70 @@ class RunOptions:
         from undercap.train.evallog import check_log
 
         check_log(self.eval_log, self.tensorboard_dir)  # before any work, not after it
+
+
+# --- what a loop of your own runs at (capped(), the trainer callbacks, fleet nodes) ---
+def choose_spec(
+    selection: Union[Selection, TrainSpec, str, Path, None],
+    cap: Cap,
+    given: Tuple[Optional[int], Optional[float], Optional[int], Optional[float]],
+    guard_window_s: float,
+    profile: Any,
+    relative: Optional[Mapping[int, float]],
+    objective: Mapping[str, Any],
+) -> TrainSpec:
+    """What a loop of your own runs at (the model is the loop's: None): a TrainSpec
+    made already as it is; else a selection's (its limit where no cap is given); else
+    the objective's choice (Algorithm 1 for time) under `cap` on a profile and r(b);
+    else the batch size and clock `given` (with b_max and the target)."""
+    batch_size, freq_mhz, max_batch_size, target_accuracy = given
+    if isinstance(selection, TrainSpec):
+        if cap != NO_CAP or given != (None, None, None, None):
+            raise UndercapError(
+                "capped(): a TrainSpec states the batch size, clock, cap and target; "
+                "give them in it, not as keywords too"
+            )
+        return selection
+    mine = {"model": None, "target_accuracy": target_accuracy, "guard_window_s": guard_window_s}
+    if selection is not None:
+        sel = selection if isinstance(selection, Selection) else load_selection(selection)
+        spec = TrainSpec.from_selection(sel, cap=None if cap == NO_CAP else cap)
+        return dataclasses.replace(spec, **mine)
+    if profile is not None and relative is not None:
+        return _chosen(cap, as_profile(profile), relative, objective, mine)
+    if batch_size is None:
+        raise UndercapError(
+            "capped() needs a selection, or a profile and r(b) (relative=) with a power "
+            "limit, or a batch_size"
+        )
+    return TrainSpec(
+        batch_size=batch_size, freq_mhz=freq_mhz, cap=cap, max_batch_size=max_batch_size, **mine
+    )
+
+
+def _chosen(
+    cap: Cap, prof: Any, relative: Mapping[int, float], objective: Mapping[str, Any], mine: Any
+) -> TrainSpec:
+    """Algorithm 1's (or the objective's) choice under the cap's first limit."""
+    from undercap.select import choose, per_batch
+
+    limit_w = fixed_limit_w(cap)  # a cap that changes: its follower chooses at the start
+    choice = choose(prof, relative, limit_w, **objective)
+    ladder = tuple(c.batch_size for c in per_batch(prof, relative, limit_w))
+    return TrainSpec(
+        batch_size=choice.batch_size,
+        freq_mhz=choice.freq_mhz if prof.clock == "chosen" else None,
+        cap=cap,
+        max_batch_size=max(relative),
+        batch_ladder=ladder,
+        **mine,
+    )
+
+
+def median_relative(proxies: Any, relative: Any) -> Dict[int, float]:
+    """The median r(b) of several proxies (select/pooling.py); not with `relative`."""
+    if relative is not None:
+        raise UndercapError("capped(): give relative= (one proxy) or proxies=, not both")
+    from undercap.select.pooling import proxies_relative
+
+    return proxies_relative(proxies)
