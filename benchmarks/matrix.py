@@ -1,6 +1,6 @@
 """Benchmark: the proxy-sensitivity matrix (paper Sec. 5.4, Figs. 5 and 6) on the
-SIMULATED Jetson Nano and TX2 NX, for the paper's selection rule and the rules built
-beside it.
+SIMULATED Jetson Nano and TX2 NX, for the paper's selection rule with one proxy and the
+ensemble rule with several.
 
 Text: the char transformer (context 32) pre-trained on WikiText-2, over tiny
 Shakespeare, Austen, Chesterton, Milton and Whitman. Images: the small CNN (3x32x32,
@@ -15,17 +15,17 @@ the device model (no host compute). Limits: the binding caps compare.py derives
 (fractions of the way from the lowest limit every supported model can meet to the
 model's unconstrained peak) plus no limit.
 
-Rules: paper = Algorithm 1 on the proxy's mean r(b); spread (undercap.select.robust) =
-within k standard errors of the best, the smallest worst case. Several proxies
+Rules: paper = Algorithm 1 on the proxy's mean r(b). Several proxies
 (undercap.select.ensemble): each target with every other dataset of its modality as the
 proxies (proxy "others"): ensemble = Algorithm 1 on the median r(b), with the mean and
 minimax regret as controls; default = what `undercap run` does with several proxies
 (the ensemble rule). --estimates-from DIR recomputes every cell from a previous run's
 stored estimates, without training.
 
-The noise-scale rules (gns-target, gns-transfer, gns-proxy) and the race on the target
-were measured not to help and left undercap in 0.3.0; their cells, and the command that
-makes them with release 0.2.0, are in benchmarks/results/research/matrix-0.2.0/.
+The spread rule, the noise-scale rules (gns-target, gns-transfer, gns-proxy) and the
+race on the target were measured not to help and left undercap in 0.3.0; their cells,
+and the command that makes them with release 0.2.0, are in
+benchmarks/results/research/matrix-0.2.0/.
 
     .venv/bin/python benchmarks/matrix.py                      # everything
     .venv/bin/python benchmarks/matrix.py --modalities image --jobs 2
@@ -44,7 +44,7 @@ from pathlib import Path
 import harness as H
 import matrix_data as M
 
-RULES = ("paper", "spread")
+RULES = ("paper",)
 #: Several proxies (select/ensemble.py): each target with EVERY OTHER dataset of its
 #: modality as the proxies (proxy column "others"). ensemble = Algorithm 1 on the median
 #: r(b) over the proxies (the rule); ensemble-mean and ensemble-minimax (the smallest
@@ -70,7 +70,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=2, help="parallel estimate runs (1 thread each)")
     p.add_argument("--cap-fractions", type=lambda s: [float(x) for x in s.split(",")],
                    default=[1 / 3, 2 / 3])  # fmt: skip
-    p.add_argument("--spread-k", type=float, default=None, help="default: defaults.SPREAD_K")
     p.add_argument("--estimates-from", type=Path, default=None, metavar="DIR",
                    help="no training: every dataset's N(b) from DIR/efficiency/<modality>-<name>.json "
                    "(a previous run's --out)")  # fmt: skip
@@ -152,31 +151,19 @@ def device_side(mod: M.Modality, device_name: str, args, cache, names):  # type:
 
 
 # --- cells --------------------------------------------------------------------------------------
-def choose(rule: str, profile, limit, proxy: dict, k):  # type: ignore[no-untyped-def]
-    from undercap import defaults
-    from undercap.select import robust as R
-    from undercap.select import select_ours
-
-    rel, spread = proxy["relative"], proxy["spread"]
-    if rule == "paper":
-        return select_ours(profile, rel, limit)
-    if rule == "spread":
-        return R.select_spread(profile, rel, spread, limit, k=defaults.SPREAD_K if k is None else k)
-    raise ValueError(f"unknown rule {rule!r}")
-
-
-def cells_for(profile, device_name, limits, data: dict, args, rules=RULES):  # type: ignore[no-untyped-def]
+def cells_for(profile, device_name, limits, data: dict):  # type: ignore[no-untyped-def]
+    """The paper's rule (Algorithm 1 on the proxy's mean r(b)) for every proxy -> target."""
     from undercap.report.matrix import make_cell
+    from undercap.select import select_ours
 
     cells = []
     for lim in limits:
         for p, proxy in data.items():
+            choice = select_ours(profile, proxy["relative"], lim)
             for t, target in data.items():
                 samples = {b: statistics.fmean(n) for b, n in target["runs"].items()}
-                for rule in rules:
-                    c = choose(rule, profile, lim, proxy, args.spread_k)
-                    cells.append(make_cell(profile, c, samples, proxy=p, target=t,
-                                           device=device_name, power_limit_w=lim, rule=rule))  # fmt: skip
+                cells.append(make_cell(profile, choice, samples, proxy=p, target=t,
+                                       device=device_name, power_limit_w=lim, rule="paper"))  # fmt: skip
     return cells
 
 
@@ -371,7 +358,7 @@ def run_modality(mod: M.Modality, args, cache) -> dict | None:  # type: ignore[n
     for device_name in args.devices.split(","):
         profile, limits = device_side(mod, device_name, args, cache, names)
         ens = ensemble_cells(profile, device_name, limits, data)
-        cells += cells_for(profile, device_name, limits, data, args) + ens + default_cells(ens)
+        cells += cells_for(profile, device_name, limits, data) + ens + default_cells(ens)
         for s, c1 in one_seed_cells(profile, device_name, limits, data, args.seeds).items():
             one_seed[s] += c1
     return {"mod": mod, "names": names, "data": data, "cells": cells, "one_seed": one_seed,
@@ -412,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     if not H.have_data(args.data_dir):
         return 0
     if args.seeds < 3:
-        print("note: fewer than 3 estimate seeds; the spread rule and tables need >= 3")
+        print("note: fewer than 3 estimate seeds; the tables' seed spreads need >= 3")
     elapsed = H.stopwatch()
     cache, parts = Cache(args.cache_dir), []
     for name in [s.strip() for s in args.modalities.split(",") if s.strip()]:

@@ -99,7 +99,7 @@ if [ "$DRY" = 1 ]; then
     # one seed, a 100-sample slice, 16 samples per run, a target any first evaluation meets:
     # the rehearsal checks the plumbing, not the numbers
     EST_ARGS=(--limit 100 --seeds 1 --max-samples 16 --eval-every 8 --eval-max-samples 16 --jobs 1 --threads 1)
-    RUN_ARGS=(--target-limit 100 --max-samples 16 --eval-every 8 --eval-max-samples 16 --no-gns-check)
+    RUN_ARGS=(--target-limit 100 --max-samples 16 --eval-every 8 --eval-max-samples 16)
     PROFILE_ARGS=(--warmup 1 --steps 2 --max-steps 2)
     ACC_R18=0.05; ACC_MB=0.05; ACC_TF=0.05; ACC_RUN=0.05
     # generous limits: each stage takes 10-35 s on two busy cores (most of it importing torch

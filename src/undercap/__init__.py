@@ -21,7 +21,7 @@ from typing import Any, List
 
 from undercap._compat import lazy_module_attributes
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: public name -> the module that defines it ("module:attr" where the names differ)
 _API = {
