@@ -8,7 +8,7 @@ seeded random init) over the two CIFAR-10 quarters, MNIST and the bundled digits
 Settings and targets: benchmarks/matrix_data.py. Each dataset's N(b) is estimated
 ONCE with several seeds (undercap.estimate; finished runs live in the one cache, so
 a re-run costs nothing) and serves as proxy and as target. Every cell (proxy,
-target, device, limit, rule) is undercap.report.matrix's: the rule's (b, f) from
+target, device, limit, rule) is matrix_cells.py's: the rule's (b, f) from
 the proxy's r(b) and the profile, timed with the target's N(b), against the fastest
 feasible configuration on the target. Profiles of the simulated devices come from
 the device model (no host compute). Limits: the binding caps compare.py derives
@@ -42,6 +42,7 @@ import sys
 from pathlib import Path
 
 import harness as H
+import matrix_cells as MC
 import matrix_data as M
 
 RULES = ("paper",)
@@ -153,7 +154,8 @@ def device_side(mod: M.Modality, device_name: str, args, cache, names):  # type:
 # --- cells --------------------------------------------------------------------------------------
 def cells_for(profile, device_name, limits, data: dict):  # type: ignore[no-untyped-def]
     """The paper's rule (Algorithm 1 on the proxy's mean r(b)) for every proxy -> target."""
-    from undercap.report.matrix import make_cell
+    from matrix_cells import make_cell
+
     from undercap.select import select_ours
 
     cells = []
@@ -169,11 +171,12 @@ def cells_for(profile, device_name, limits, data: dict):  # type: ignore[no-unty
 
 def ensemble_cells(profile, device_name, limits, data: dict, rules=ENSEMBLE_RULES):  # type: ignore[no-untyped-def]
     """Each target with every other dataset as the proxies (leave the target out)."""
-    from undercap.report.matrix import make_cell
+    from matrix_cells import make_cell
+
     from undercap.select import ensemble as E
 
-    how = {"ensemble": E.select_ensemble, "ensemble-mean": E.select_mean,
-           "ensemble-minimax": E.select_minimax}  # fmt: skip
+    how = {"ensemble": E.select_ensemble, "ensemble-mean": MC.select_mean,
+           "ensemble-minimax": MC.select_minimax}  # fmt: skip
     cells = []
     for lim in limits:
         for t, target in data.items():
@@ -194,7 +197,8 @@ def default_cells(ens: list) -> list:  # type: ignore[type-arg]
 
 def one_seed_cells(profile, device_name, limits, data: dict, seeds: int):  # type: ignore[no-untyped-def]
     """The paper's rule with r(b) from a single estimate seed of the proxy."""
-    from undercap.report.matrix import make_cell
+    from matrix_cells import make_cell
+
     from undercap.select import select_ours
 
     out = {s: [] for s in range(seeds)}
@@ -222,7 +226,7 @@ def _sd(xs: list[float]) -> float:
 def summary_table(cells, one_seed: dict, rules=ALL_RULES) -> str:  # type: ignore[no-untyped-def]
     """Per device and limit: oracle-hit share and worst cell for each rule, and the
     paper's rule from one estimate seed (mean +- std over the seeds)."""
-    from undercap.report.matrix import summarize
+    from matrix_cells import summarize
 
     by = {(s.device, s.power_limit_w, s.rule): s for s in summarize(cells)}
     seeds = {
@@ -247,7 +251,7 @@ def summary_table(cells, one_seed: dict, rules=ALL_RULES) -> str:  # type: ignor
 
 
 def overall_table(cells, rules=ALL_RULES) -> str:  # type: ignore[no-untyped-def]
-    from undercap.report.matrix import summarize
+    from matrix_cells import summarize
 
     rows = []
     for r in rules:
@@ -301,7 +305,7 @@ def dataset_table(data: dict, mod: M.Modality) -> str:
 
 
 def figures(cells, names, mod: M.Modality, out: Path, rules=RULES) -> list[Path]:  # type: ignore[no-untyped-def]
-    from undercap.report.matrix import plot_matrix
+    from matrix_cells import plot_matrix
 
     paths = []
     for rule in rules:

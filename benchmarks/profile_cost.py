@@ -14,7 +14,7 @@ that binds the same models), side by side in one run:
 * the choice: Algorithm 1 on each sweep for every r(b) of the test set (benchmarks'
   r(b), shifted onto the profiled batch sizes, plus synthetic shapes), compared with
   Algorithm 1 on the new full sweep: live (each sweep measured on its own, so sensor
-  noise differs between them) and replayed (profile.replay_efficient: the efficient
+  noise differs between them) and replayed (profile_replay.py: the efficient
   sweep on the full sweep's own measurements, which must agree exactly).
 
 Device time and energy are the simulated device's (virtual clock, modelled power).
@@ -141,7 +141,7 @@ def cost(p) -> dict:
 
 
 def agreement(new: dict, limit: float, vectors: list[dict]) -> dict:
-    from undercap.profile import replay_efficient
+    from profile_replay import replay_efficient
 
     full = new["full"]
     out = {"vectors": len(vectors), "live_same": 0, "replayed_same": 0, "full_again_same": 0}

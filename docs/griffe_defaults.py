@@ -9,9 +9,8 @@ its parameters table as its own, from UserCode's docstring.
 from __future__ import annotations
 
 import importlib
-from typing import Any
-
 import inspect
+from typing import Any
 
 from griffe import Attribute, Class, Extension, Function
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 from conftest import REPO
 
@@ -38,7 +39,9 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
 
 def test_cli_reference_covers_every_command_and_option() -> None:
     from undercap.cli import build_parser
-    from undercap.cli.reference import cli_reference_markdown, subcommands
+
+    sys.path.insert(0, str(DOCS))
+    from cli_reference import cli_reference_markdown, subcommands
 
     page = cli_reference_markdown()
     cmds = subcommands(build_parser())

@@ -86,7 +86,8 @@ def test_every_list_item_is_a_list_item(site: Path) -> None:
 def test_placeholders_are_not_taken_for_html_tags(site: Path) -> None:
     """`nvml:<index>`, `<node>`: every placeholder of a page's source (and of the
     generated command-line reference) is on the built page, as often as written."""
-    from undercap.cli.reference import cli_reference_markdown
+    sys.path.insert(0, str(REPO / "docs"))
+    from cli_reference import cli_reference_markdown
 
     pages = _pages(site)
     placeholder = r"(?<=[\w:/=.\[-])(?:<|&lt;)([a-z][\w-]*)(?:>|&gt;)"
@@ -234,7 +235,8 @@ def test_sitemap_lists_the_pages(site: Path) -> None:
 def test_matrix_colour_bar_covers_every_cell() -> None:
     """The proxy-by-target heatmaps' colour bar runs from 0 to the largest gap shown,
     rounded up (a +44% cell on a bar that stops at 20% reads as 20%)."""
-    from undercap.report.matrix import Cell, colour_scale_max
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from matrix_cells import Cell, colour_scale_max
 
     def cell(gap: float) -> Cell:
         return Cell("p", "t", "sim:jetson-nano", 5.0, "paper", 8, 921.6,

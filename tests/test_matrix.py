@@ -1,16 +1,20 @@
-"""The proxy-sensitivity matrix's cells (report/matrix.py) against brute forces."""
+"""The proxy-sensitivity matrix's cells (benchmarks/matrix_cells.py) against brute forces."""
 
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from select_helpers import figure1_profile, make_profile
 
-from undercap.report.matrix import Cell, fastest, grid, make_cell, plot_matrix, summarize
 from undercap.select import oracle, select_ours
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from matrix_cells import Cell, fastest, grid, make_cell, plot_matrix, summarize  # noqa: E402
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 samples_st = st.fixed_dictionaries({b: st.floats(100.0, 10_000.0) for b in (8, 16, 32, 64)})

@@ -5,6 +5,7 @@ must pick the same (b, f) as Algorithm 1 on the full table for every r(b) of a t
 
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -13,9 +14,12 @@ import pytest
 from undercap.artifacts.profile import Profile, ProfileRow
 from undercap.devices import open_device
 from undercap.errors import InfeasibleError
-from undercap.profile import ProfileSettings, replay_efficient, run_profile
+from undercap.profile import ProfileSettings, run_profile
 from undercap.profile.sweep import SKIP_BOUND, SKIP_NO_R, SKIP_PRUNED, efficient_sweep
 from undercap.select import select_ours
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from profile_replay import replay_efficient  # noqa: E402 - the sweep's replay instrument
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -253,6 +253,27 @@ def training_exit_code(result: Any) -> int:
     return EXIT_TARGET_NOT_REACHED
 
 
+def add_shape_args(
+    p: Any, *, context_default: Optional[int] = 64, context_help: str = "64"
+) -> None:
+    """Where data files are and the shape a model takes them in (every command that
+    loads data), with --task."""
+    p.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
+    p.add_argument(
+        "--input-shape",
+        type=shape,
+        default=None,
+        help="resize images to this shape, e.g. 3x32x32 (default: the data's)",
+    )
+    p.add_argument(
+        "--context",
+        type=positive_int,
+        default=context_default,
+        help=f"characters per sequence for text datasets (default {context_help})",
+    )
+    add_task_arg(p)
+
+
 def add_task_arg(p: Any) -> None:
     """--task: what the model takes and is scored on, where it cannot be inferred
     (models/tasks.py)."""

@@ -12,14 +12,13 @@ from undercap.cli.common import (
     DATA_HELP,
     MODEL_HELP,
     add_objective_args,
-    add_task_arg,
+    add_shape_args,
     declare_outputs,
     fraction,
     int_list,
     objective_kwargs,
     positive_float,
     positive_int,
-    shape,
 )
 
 
@@ -68,20 +67,7 @@ def _add_data_args(
         + (f" (default {default})" if default else "")
         + ("; repeat it for several proxies: one artifact holds them all" if several else ""),
     )
-    p.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
-    p.add_argument(
-        "--input-shape",
-        type=shape,
-        default=None,
-        help="resize images to this shape, e.g. 3x32x32 (default: the data's)",
-    )
-    p.add_argument(
-        "--context",
-        type=positive_int,
-        default=64,
-        help="characters per sequence for text datasets (default 64)",
-    )
-    add_task_arg(p)
+    add_shape_args(p)
     p.add_argument(
         "--limit",
         type=positive_int,

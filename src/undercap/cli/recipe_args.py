@@ -16,12 +16,11 @@ from undercap.cli.common import (
     MODEL_HELP,
     add_margin_arg,
     add_objective_args,
-    add_task_arg,
+    add_shape_args,
     fraction,
     int_list,
     positive_float,
     positive_int,
-    shape,
 )
 from undercap.cli.estimate import add_executor_args, seeds_arg
 
@@ -34,20 +33,7 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         required=True,
         help="the dataset to train on: " + DATA_HELP,
     )
-    g.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
-    g.add_argument(
-        "--input-shape",
-        type=shape,
-        default=None,
-        help="map images to this shape, e.g. 3x32x32 (default: the target's own)",
-    )
-    g.add_argument(
-        "--context",
-        type=positive_int,
-        default=64,
-        help="characters per sequence for text (default 64)",
-    )
-    add_task_arg(g)
+    add_shape_args(g)
     per_proxy_types = proxy_limit_types()  # proxies: one value, or one per --proxy
     for role in ("proxy", "target", "pretrain"):
         g.add_argument(

@@ -22,13 +22,12 @@ from undercap.cli.common import (
     add_objective_choice,
     add_removed_flags,
     add_schedule_args,
-    add_task_arg,
+    add_shape_args,
     cap_of,
     declare_outputs,
     fraction,
     positive_float,
     positive_int,
-    shape,
 )
 
 if TYPE_CHECKING:  # torch-free until a command runs
@@ -58,20 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="target data: " + DATA_HELP + " (default: the data of the `run` the "
         "selection came from)",
     )
-    g.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
-    g.add_argument(
-        "--input-shape",
-        type=shape,
-        default=None,
-        help="resize images to this shape, e.g. 3x32x32 (default: the data's)",
-    )
-    g.add_argument(
-        "--context",
-        type=positive_int,
-        default=None,
-        help="characters per sequence for text datasets (default: the selection's, else 64)",
-    )
-    add_task_arg(g)
+    add_shape_args(g, context_default=None, context_help="the selection's, else 64")
     g.add_argument(
         "--limit",
         type=positive_int,

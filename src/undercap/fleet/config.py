@@ -9,7 +9,7 @@ with dashes: model, dataset, fleet-file, efficiency, target-accuracy, ...).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
@@ -80,9 +80,6 @@ class FleetConfig:
         d["data"] = self.data.key()
         d["relative"] = {str(b): r for b, r in sorted(self.relative.items())}
         return d
-
-    def with_mode(self, mode: str) -> FleetConfig:
-        return replace(self, mode=mode).check()
 
 
 def data_spec(d: Mapping[str, Any]) -> DataSpec:

@@ -26,7 +26,6 @@ from undercap.devices.base import Device, controlled
 from undercap.devices.sampler import PowerSampler
 from undercap.errors import DeviceError, UndercapError
 from undercap.profile.measure import Measurer, ProfileSettings
-from undercap.profile.replay import replay_efficient
 from undercap.profile.stepper import Stepper
 from undercap.profile.sweep import SweepOutcome, efficient_sweep, full_plan
 from undercap.report.progress import bar as progress_bar
@@ -40,7 +39,6 @@ __all__ = [
     "DEFAULT_BATCH_SIZES",
     "PROFILE_METHOD",
     "ProfileSettings",
-    "replay_efficient",
     "run_profile",
     "sweep_plan",
 ]

@@ -21,7 +21,7 @@ proxies, however wrong one proxy's r(b) is, r_med(b) stays within the range of t
 other proxies' values at every b, so the choice is one the others could have
 produced. The mean moves without bound with one proxy, and minimax regret (Savage
 1951) is decided by the most extreme proxy (breakdown point 0). Both are kept here as
-controls (`select_mean`, `select_minimax`), and the matrix measures all three: the
+controls (the mean and the minimax regret, benchmarks/matrix_cells.py), and the matrix measures all three: the
 same text cells, and in images the median has the smaller worst cell on the re-run
 and the smaller mean gap on both runs. With two proxies the median is the mean: two
 proxies that disagree cannot tell which one is the outlier (say so to the user).
@@ -36,7 +36,6 @@ import typing
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from undercap._compat import fmean
 from undercap.artifacts import Profile
 from undercap.errors import ArtifactError, UndercapError
 from undercap.select.core import OURS, Choice, _check_relative, _select, per_batch
@@ -168,37 +167,3 @@ def select_ensemble(
     """The ensemble rule (module docstring): Algorithm 1 on the median over `proxies`
     (name -> r(b)) of r(b). Raises InfeasibleError as Algorithm 1 does."""
     return _ranked(profile, proxies, power_limit_w, margin_w, statistics.median, ENSEMBLE)
-
-
-def select_mean(
-    profile: Profile,
-    proxies: Proxies,
-    power_limit_w: Optional[float],
-    *,
-    margin_w: Optional[float] = None,
-) -> Ensemble:
-    """Control: Algorithm 1 on the mean over the proxies of r(b)."""
-    return _ranked(profile, proxies, power_limit_w, margin_w, fmean, "ensemble-mean")
-
-
-def select_minimax(
-    profile: Profile,
-    proxies: Proxies,
-    power_limit_w: Optional[float],
-    *,
-    margin_w: Optional[float] = None,
-) -> Ensemble:
-    """Control: the candidate with the smallest worst regret over the proxies; ties
-    (within TIE_TOL) by the smaller mean regret, then the larger b, the higher f."""
-    rel = _checked(proxies)
-    cands, regrets = regret_table(profile, rel, power_limit_w, margin_w=margin_w)
-    if not cands:  # Algorithm 1's own error: what is infeasible and the lowest power
-        _select(profile, combined_relative(rel), power_limit_w, OURS, margin_w)
-    idx = range(len(cands))
-    worst = [max(r[i] for r in regrets.values()) for i in idx]
-    mean = [math.fsum(r[i] for r in regrets.values()) / len(regrets) for i in idx]
-    tied = [i for i in idx if worst[i] <= min(worst) + TIE_TOL]
-    i = min(tied, key=lambda j: (mean[j], -cands[j].batch_size, -cands[j].freq_mhz))
-    chosen = replace(cands[i], method="ensemble-minimax")
-    views = _views(profile, rel, chosen, power_limit_w, margin_w)
-    return Ensemble(chosen, views, combined_relative(rel))

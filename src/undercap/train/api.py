@@ -316,22 +316,50 @@ def capped(
     stepping `batch_size` down over the cap (`switch_batch=False` where your loop
     cannot: an excess is then recorded and warned about)."""
     reject_removed(removed, "capped")
-    obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
-    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
-        relative = median_relative(proxies, relative)
-    given = (batch_size, freq_mhz, max_batch_size, target_accuracy)
-    cap = cap_from(power_limit_w, power_schedule)
-    spec = choose_spec(selection, cap, given, guard_window_s, profile, relative, obj)
+    spec, reselector = chosen(
+        selection, batch_size=batch_size, max_batch_size=max_batch_size, freq_mhz=freq_mhz,
+        power_limit_w=power_limit_w, profile=profile, relative=relative, proxies=proxies,
+        target_accuracy=target_accuracy, guard_window_s=guard_window_s, objective=objective,
+        energy_budget_j=energy_budget_j, samples_bmax=samples_bmax, power_schedule=power_schedule,
+    )  # fmt: skip
     fits = _fitting(device, workload, model, input_shape, task, spec.batch_size)
     return Capped(
         device,
         spec,
         fits,
         sample_rate_hz=sample_rate_hz,
-        reselector=reselector_from(spec.cap, profile, relative, obj),
+        reselector=reselector,
         eval_log=EvalLog.open(eval_log, tensorboard_dir),
         switch_batch=switch_batch,
     )
+
+
+def chosen(
+    selection: Union[Selection, TrainSpec, str, Path, None],
+    *,
+    batch_size: Optional[int] = None,
+    max_batch_size: Optional[int] = None,
+    freq_mhz: Optional[float] = None,
+    power_limit_w: Optional[float] = None,
+    profile: Any = None,
+    relative: Optional[Mapping[int, float]] = None,
+    proxies: Any = None,
+    target_accuracy: Optional[float] = None,
+    guard_window_s: float = defaults.GUARD_WINDOW_S,
+    objective: str = "time",
+    energy_budget_j: Optional[float] = None,
+    samples_bmax: Optional[float] = None,
+    power_schedule: Any = None,
+) -> Tuple[TrainSpec, Optional[Reselector]]:
+    """What `capped()` (and a trainer callback, before its trainer is built) runs at:
+    the TrainSpec (train/spec.choose_spec) and, for a cap that changes, what re-selects."""
+    obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
+    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
+        relative = median_relative(proxies, relative)
+    given = (batch_size, freq_mhz, max_batch_size, target_accuracy)
+    cap = cap_from(power_limit_w, power_schedule)
+    spec = choose_spec(selection, cap, given, guard_window_s, profile, relative, obj)
+    return spec, reselector_from(spec.cap, profile, relative, obj)
 
 
 def _fitting(

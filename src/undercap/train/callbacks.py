@@ -16,11 +16,16 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional, Sequence
 
-from undercap import defaults
-from undercap.errors import REMOVED_IN_0_3, UndercapError
+from undercap.errors import REMOVED_IN_0_3, UndercapError, reject_removed
 from undercap.models.recipe import lr_scale
 
 _REMOVED = tuple(REMOVED_IN_0_3)  # capped() keywords 0.3.0 removed: one line each
+#: capped()'s keywords that say what the loop runs at (train/api.chosen)
+_CHOSEN = (
+    "batch_size", "max_batch_size", "freq_mhz", "power_limit_w", "profile", "relative",
+    "proxies", "guard_window_s", "objective", "energy_budget_j", "samples_bmax",
+    "power_schedule",
+)  # fmt: skip
 
 
 class CapDriver:
@@ -40,35 +45,15 @@ class CapDriver:
         task: Optional[str] = None,
         **capped_kwargs: Any,
     ) -> None:
-        from undercap.errors import reject_removed
-        from undercap.train.cap import cap_from
-        from undercap.train.spec import choose_spec, median_relative
+        from undercap.train.api import chosen
 
         self.device, self.selection, self.metric = device, selection, metric
         kw = dict(capped_kwargs)
         reject_removed({k: kw.pop(k) for k in list(kw) if k in _REMOVED}, type(self).__name__)
-        if kw.get("proxies") is not None:  # the choice capped() will make, made now
-            kw["relative"] = median_relative(kw.pop("proxies"), kw.get("relative"))
-        obj = {k: kw.get(k) for k in ("energy_budget_j", "samples_bmax")}
-        obj["objective"] = kw.get("objective", "time")
-        # the TrainSpec is made here, once, so the trainer can be built with its batch
-        # size and lr(); capped() then takes it as it is and makes the follower
-        # (train/spec.choose_spec)
-        given = (  # the batch size, clock, b_max and target given
-            kw.pop("batch_size", None),
-            kw.pop("freq_mhz", None),
-            kw.pop("max_batch_size", None),
-            target_accuracy,
-        )
-        self.spec = choose_spec(
-            selection,
-            cap_from(kw.pop("power_limit_w", None), kw.pop("power_schedule", None)),
-            given,
-            kw.pop("guard_window_s", defaults.GUARD_WINDOW_S),
-            kw.get("profile"),
-            kw.get("relative"),
-            obj,
-        )
+        # made now, so the trainer can be built with its batch size and lr(); the
+        # handle is made when training starts (attach), from these as they are
+        mine = {k: kw.pop(k) for k in list(kw) if k in _CHOSEN}
+        self.spec, self._reselector = chosen(selection, target_accuracy=target_accuracy, **mine)
         self.input_shape, self.task, self.kwargs = input_shape, task, kw
         self.cap: Any = None
         self._model = model
@@ -91,16 +76,16 @@ class CapDriver:
     def attach(self, model: Any) -> None:
         """Make the capped handle (a simulated device counts `model`'s workload)."""
         if self.cap is None:
-            from undercap.train.api import capped
+            from undercap.train.api import Capped, _fitting
+            from undercap.train.evallog import EvalLog
 
-            self.cap = capped(
-                self.device,
-                self.spec,
-                model=self._model if self._model is not None else model,
-                input_shape=self.input_shape,
-                task=self.task,
-                **self.kwargs,
-            )
+            kw = dict(self.kwargs)
+            m = self._model if self._model is not None else model
+            fits = _fitting(self.device, kw.pop("workload", None), m, self.input_shape,
+                            self.task, self.spec.batch_size)  # fmt: skip
+            log = EvalLog.open(kw.pop("eval_log", None), kw.pop("tensorboard_dir", None))
+            self.cap = Capped(self.device, self.spec, fits, reselector=self._reselector,
+                              eval_log=log, **kw)  # fmt: skip
 
     def begin(self, model: Any = None) -> None:
         self.attach(model)

@@ -158,10 +158,6 @@ class PowerRails:
         """The dedicated GPU rail where the board has one, else None."""
         return None if self.gpu is None else self.gpu.read_w()
 
-    def readings_w(self) -> Dict[str, float]:
-        self._require()
-        return {r.label: r.read_w() for r in self.rails}
-
     def conversion(self) -> Dict[str, Optional[str]]:
         """The board rail's hwmon `samples` and `update_interval` (ms), as read."""
         rail = self.total or (self.rails[0] if self.rails else None)

@@ -18,14 +18,17 @@ artifacts plus one figure function (matplotlib imported inside it).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 from undercap.artifacts.profile import Profile, ProfileRow
 from undercap.errors import InfeasibleError
+from undercap.select import ensemble as E
 
 HIT_RTOL = 1e-9
 
@@ -35,7 +38,7 @@ class Cell:
     proxy: str
     target: str
     device: str
-    power_limit_w: Optional[float]
+    power_limit_w: float | None
     rule: str
     batch_size: int
     freq_mhz: float
@@ -56,7 +59,7 @@ class Cell:
         return {**asdict(self), "gap_pct": self.gap_pct, "hit": self.hit}
 
 
-def _feasible(profile: Profile, samples: Mapping[int, float], limit: Optional[float]) -> list:
+def _feasible(profile: Profile, samples: Mapping[int, float], limit: float | None) -> list:
     """Rows selection would call feasible: peak + the row's safety margin within the
     limit (select.core.margin_of), and an N(b) on the target."""
     from undercap.select.core import margin_of
@@ -69,7 +72,7 @@ def _feasible(profile: Profile, samples: Mapping[int, float], limit: Optional[fl
 
 
 def fastest(
-    profile: Profile, samples_target: Mapping[int, float], power_limit_w: Optional[float]
+    profile: Profile, samples_target: Mapping[int, float], power_limit_w: float | None
 ) -> tuple[ProfileRow, float]:
     """The fastest feasible configuration on the target and its time, over EVERY
     profile row (not only each b's highest clock); ties prefer larger b, higher f."""
@@ -95,7 +98,7 @@ def make_cell(
     proxy: str,
     target: str,
     device: str,
-    power_limit_w: Optional[float],
+    power_limit_w: float | None,
     rule: str,
 ) -> Cell:
     row = next(
@@ -124,7 +127,7 @@ class Summary:
     """One (device, limit, rule) over its cells."""
 
     device: str
-    power_limit_w: Optional[float]
+    power_limit_w: float | None
     rule: str
     cells: int
     hits: int
@@ -173,11 +176,11 @@ def summarize(
     return out
 
 
-def _limit(w: Optional[float]) -> str:
+def _limit(w: float | None) -> str:
     return "none" if w is None else f"{w:g} W"
 
 
-def grid(cells: Sequence[Cell], names: Sequence[str]) -> list[list[Optional[float]]]:
+def grid(cells: Sequence[Cell], names: Sequence[str]) -> list[list[float | None]]:
     """gap % as rows = proxies, columns = targets, in `names` order (None: no cell)."""
     at = {(c.proxy, c.target): c.gap_pct for c in cells}
     return [[at.get((p, t)) for t in names] for p in names]
@@ -193,10 +196,10 @@ def colour_scale_max(panels: Sequence[tuple[str, Sequence[Cell]]]) -> float:
 def plot_matrix(
     panels: Sequence[tuple[str, Sequence[Cell]]],
     names: Sequence[str],
-    path: Union[str, Path],
+    path: str | Path,
     *,
     title: str,
-    vmax_pct: Optional[float] = None,
+    vmax_pct: float | None = None,
     cols: int = 4,
 ) -> Path:
     """Heatmaps like the paper's Figs. 5 and 6: one panel per (title, cells), rows
@@ -243,3 +246,38 @@ def plot_matrix(
     fig.colorbar(im, ax=fig.axes, shrink=0.8, label="% time-to-accuracy over the fastest")
     fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)
+
+
+# --- the ensemble rule's controls (the matrix measures them beside it) ----------------------
+def select_mean(
+    profile: Any,
+    proxies: E.Proxies,
+    power_limit_w: float | None,
+    *,
+    margin_w: float | None = None,
+) -> E.Ensemble:
+    """Control: Algorithm 1 on the mean over the proxies of r(b)."""
+    return E._ranked(profile, proxies, power_limit_w, margin_w, statistics.fmean, "ensemble-mean")
+
+
+def select_minimax(
+    profile: Any,
+    proxies: E.Proxies,
+    power_limit_w: float | None,
+    *,
+    margin_w: float | None = None,
+) -> E.Ensemble:
+    """Control: the candidate with the smallest worst regret over the proxies; ties
+    (within E.TIE_TOL) by the smaller mean regret, then the larger b, the higher f."""
+    rel = E._checked(proxies)
+    cands, regrets = E.regret_table(profile, rel, power_limit_w, margin_w=margin_w)
+    if not cands:  # Algorithm 1's own error: what is infeasible and the lowest power
+        E._select(profile, E.combined_relative(rel), power_limit_w, E.OURS, margin_w)
+    idx = range(len(cands))
+    worst = [max(r[i] for r in regrets.values()) for i in idx]
+    mean = [math.fsum(r[i] for r in regrets.values()) / len(regrets) for i in idx]
+    tied = [i for i in idx if worst[i] <= min(worst) + E.TIE_TOL]
+    i = min(tied, key=lambda j: (mean[j], -cands[j].batch_size, -cands[j].freq_mhz))
+    chosen = dataclasses.replace(cands[i], method="ensemble-minimax")
+    views = E._views(profile, rel, chosen, power_limit_w, margin_w)
+    return E.Ensemble(chosen, views, E.combined_relative(rel))
