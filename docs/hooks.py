@@ -4,14 +4,13 @@ notes meant only for a page read unbuilt (on GitHub, in an editor) left out of t
 
 from __future__ import annotations
 
+import importlib.util
 import re
-import sys
 from pathlib import Path
 
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "docs"))  # cli_reference.py: the generator of the CLI page
 CLI_MARKER = "<!-- undercap:cli-reference -->"
 # Text between these two lines is for readers of the unbuilt .md file only.
 UNBUILT = re.compile(r"^<!-- unbuilt -->\n.*?^<!-- /unbuilt -->\n", re.S | re.M)
@@ -28,7 +27,15 @@ def on_files(files, config):
 def on_page_markdown(markdown, page, config, files):
     markdown = UNBUILT.sub("", markdown)
     if CLI_MARKER in markdown:
-        from cli_reference import cli_reference_markdown  # docs/, beside this file
-
-        markdown = markdown.replace(CLI_MARKER, cli_reference_markdown())
+        markdown = markdown.replace(CLI_MARKER, _cli_reference().cli_reference_markdown())
     return markdown
+
+
+def _cli_reference():
+    """docs/cli_reference.py, beside this file: the generator of the CLI page."""
+    spec = importlib.util.spec_from_file_location(
+        "cli_reference", ROOT / "docs" / "cli_reference.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -75,7 +75,9 @@ class _Trained:
 
 @dataclass(frozen=True)
 class TrainResult(RunNotes, _Trained, RunTotals):
-    """One training run of undercap's own loop on a device (module docstring)."""
+    """One training run of undercap's own loop on a device: device-clock training time
+    (evaluation apart, `eval_time_s`), energy, power and the guard's events (RunTotals'
+    fields), and what the loop knows of it (its curve, learning rate, data, model)."""
 
     resumed_from: Optional[int] = None  # samples in the checkpoint the run last resumed from
     schedule: Optional[str] = None  # the cap's schedule or live source, if it changed

@@ -102,7 +102,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from undercap.cli.preflight import check_torch_numpy
 
             check_torch_numpy()
-        from undercap.cli.common import held_outputs
+        from undercap.cli.outputs import held_outputs
 
         with held_outputs(args):  # every output writable, its folder this run's alone
             rc = args.func(args)

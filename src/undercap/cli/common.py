@@ -1,11 +1,10 @@
 """Argument types and output helpers shared by the command modules (no torch)."""
 
 import argparse
-import contextlib
 import json
 import math
 import sys
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from undercap import defaults
 
@@ -364,39 +363,3 @@ def power_limits(text: str) -> List[Optional[float]]:
     if len(set(out)) != len(out):
         raise argparse.ArgumentTypeError(f"{text!r}: power limits must be distinct")
     return out
-
-
-def declare_outputs(
-    p: argparse.ArgumentParser,
-    *,
-    files: Tuple[str, ...] = (),
-    folders: Tuple[str, ...] = (),
-    locked: Tuple[str, ...] = (),
-) -> None:
-    """Name a command's outputs (argument dests): files and folders are checked before
-    the command runs (`held_outputs`), the `locked` folders held for its whole run."""
-    p.set_defaults(output_files=files, output_folders=folders, locked_folders=locked)
-
-
-@contextlib.contextmanager
-def held_outputs(args: argparse.Namespace) -> Iterator[None]:
-    """Before a command does any work: every output it was given can be written
-    (artifacts.io.check_output), and each folder it fills is this run's alone
-    (artifacts.io.folder_lock) until it ends. A refusal changes nothing on disk."""
-    from undercap.artifacts.io import check_output, folder_lock
-
-    def given(names: Tuple[str, ...]) -> List[Tuple[str, Any]]:
-        return [(n, getattr(args, n, None)) for n in names if getattr(args, n, None)]
-
-    for name, path in given(getattr(args, "output_files", ())):
-        check_output(path, what=_flag(name))
-    for name, path in given(getattr(args, "output_folders", ())):
-        check_output(path, folder=True, what=_flag(name))
-    with contextlib.ExitStack() as stack:
-        for _, path in given(getattr(args, "locked_folders", ())):
-            stack.enter_context(folder_lock(path))
-        yield
-
-
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")

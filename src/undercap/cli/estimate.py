@@ -13,13 +13,13 @@ from undercap.cli.common import (
     MODEL_HELP,
     add_objective_args,
     add_shape_args,
-    declare_outputs,
     fraction,
     int_list,
     objective_kwargs,
     positive_float,
     positive_int,
 )
+from undercap.cli.outputs import declare_outputs
 
 
 def seeds_arg(text: str) -> list[int]:

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from undercap.cli.common import (
-    declare_outputs,
     fraction,
     positive_float,
     positive_int,
     print_json,
     training_exit_code,
 )
+from undercap.cli.outputs import declare_outputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

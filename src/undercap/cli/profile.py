@@ -11,7 +11,6 @@ from undercap.cli.common import (
     add_device_args,
     add_margin_arg,
     add_task_arg,
-    declare_outputs,
     float_list,
     int_list,
     open_device_from_args,
@@ -19,6 +18,7 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
+from undercap.cli.outputs import declare_outputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -15,7 +15,6 @@ from undercap.cli.common import (
     add_removed_flags,
     add_schedule_args,
     cap_of,
-    declare_outputs,
     fixed_cap,
     fraction,
     objective_kwargs,
@@ -23,6 +22,7 @@ from undercap.cli.common import (
     training_exit_code,
 )
 from undercap.cli.estimate import seeds_arg
+from undercap.cli.outputs import declare_outputs
 from undercap.cli.recipe_args import add_data_args, add_training_args
 
 

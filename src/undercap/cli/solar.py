@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from undercap.cli.common import declare_outputs, positive_float
+from undercap.cli.common import positive_float
+from undercap.cli.outputs import declare_outputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -24,11 +24,11 @@ from undercap.cli.common import (
     add_schedule_args,
     add_shape_args,
     cap_of,
-    declare_outputs,
     fraction,
     positive_float,
     positive_int,
 )
+from undercap.cli.outputs import declare_outputs
 
 if TYPE_CHECKING:  # torch-free until a command runs
     from undercap.train.session.follow import Reselector

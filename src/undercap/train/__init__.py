@@ -31,6 +31,9 @@ _API = {
     "TrainSpec": "undercap.train.spec",
     "capped": "undercap.train.api",
     "FixedCap": "undercap.train.cap",
+    "PowerSchedule": "undercap.train.cap",
+    "LiveSource": "undercap.train.cap",
+    "cap_from": "undercap.train.cap",
 }
 
 __all__ = sorted(_API)

@@ -310,7 +310,7 @@ def capped(
     with `samples_bmax`, N(b_max)), or at `batch_size` and `freq_mhz` as given; `lr()`
     scales from `max_batch_size`. A simulated device needs `model` and `input_shape`
     (or a `workload`; `task` where it cannot be inferred). `power_schedule` (a
-    schedule, live source or CSV path: train/cap.py) re-selects at every change:
+    schedule, live source or CSV path: `undercap.train.cap`) re-selects at every change:
     re-read `batch_size` and `lr()` after each step. `eval_log` (.csv, .jsonl),
     `tensorboard_dir`: every `report()`. Read-only clocks are used as found, the guard
     stepping `batch_size` down over the cap (`switch_batch=False` where your loop

@@ -47,7 +47,10 @@ class _Run:
 
 @dataclass(frozen=True)
 class Plan(UserCode, _Run):
-    """How a run trains, one value from the selection to the loop (module docstring).
+    """How a run trains: made once, written into the selection as its `training`
+    block, read back whole (`from_selection`), and the loop's settings are made from it
+    exactly as the r(b) estimate's are, so N(b) on the proxy and the device run are one
+    procedure (paper Sec. 4.2).
 
     Args:
         model: Built-in model name or your factory (`path/to/file.py:build`); None in
@@ -187,15 +190,37 @@ class Plan(UserCode, _Run):
 
 @dataclass(frozen=True)
 class TrainSpec(Plan):
-    """What a device run trains at: its plan (every field of `Plan`, above) and the
-    device's choice. Built once where a run starts (`from_selection`, the CLI's flags,
+    """What a device run trains at: its plan (the fields of `Plan`) and the device's
+    choice. Built once where a run starts (`from_selection`, the CLI's flags,
     `train_on_device`'s keywords, `capped()`) and handed whole to the run.
 
     Args:
+        model: Built-in model name or your factory (`path/to/file.py:build`); None in
+            a loop of your own (`capped()`), whose model is its own.
+        batch_size: The batch size trained with.
+        target_accuracy: Test accuracy at which training stops; None in a loop of your
+            own given no target.
+        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
+        metric: Import path of your metric `fn(outputs, labels)`; None: top-1 accuracy.
+        optimizer_factory: Import path of your optimizer factory; None: the model's.
+        lr_scheduler: Import path of your LR scheduler factory.
+        train_step: Import path of your training step.
+        max_samples: Sample budget: training stops here if the target is not reached.
+        eval_every_samples: Evaluate every this many training samples.
+        eval_max_samples: Evaluate on at most this many test samples; None: all.
+        eval_schedule: `"sparse"` (the same time to accuracy, less evaluation) or
+            `"dense"` (the whole split at every grid point).
+        base_lr: Learning rate at `max_batch_size`; None: the model's.
+        max_batch_size: The b_max the learning rate is scaled from; None: `batch_size`.
+        weight_decay: Weight decay; None: the model's.
+        pretrained: Weights file to start from; None: the model's seeded weights.
+        seed: Seed of the initial weights and the data order.
+        deterministic: Deterministic torch (a resume is exact on CUDA too; slower).
+        data: The data the plan was made for (a DataSpec's key), where it is known.
         freq_mhz: GPU clock to lock; None: leave the clocks as they are.
-        cap: The power cap the guard holds (train/cap.py): a fixed limit (`FixedCap`,
-            the default none), a schedule or a live source, which re-select (b, f) at
-            every change (they need a profile and r(b)).
+        cap: The power cap the guard holds (`undercap.train.cap`): a fixed limit
+            (`FixedCap`, the default none), a schedule or a live source, which
+            re-select (b, f) at every change (they need a profile and r(b)).
         guard_window_s: Shortest power window the guard judges, in seconds (widened to
             two updates of a slow sensor).
         torch_device: Where the model trains on the host: `"auto"`, `"cpu"`, `"cuda"`.
