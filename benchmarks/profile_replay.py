@@ -1,14 +1,12 @@
-"""(A benchmark's and the tests' instrument, not the product's.) The efficient sweep
-replayed on a full sweep's measurements: which rows it would
+"""(The tests' and a benchmark's instrument, not the product's; Python 3.6 like the
+device path, since the JetPack 4.6 floor's tests import it.) The efficient sweep replayed on a full sweep's measurements: which rows it would
 have measured, with no device. It shows (and tests check) that the shortcuts of
 sweep.py change nothing but the cost: Algorithm 1 on the replayed rows picks what it
 picks on the full table of the same measurements (tests/test_profile_sweep.py,
 benchmarks/profile_cost.py)."""
 
 import dataclasses
-from collections.abc import Mapping
-
-import harness  # noqa: F401 - this checkout's src first on sys.path
+from typing import Dict, Mapping, Optional, Tuple
 
 from undercap import defaults
 from undercap.artifacts.profile import Profile, ProfileRow
@@ -20,9 +18,9 @@ from undercap.profile.sweep import SweepOutcome, efficient_sweep
 def replay_efficient(
     full: Profile,
     power_limit_w: float,
-    relative: Mapping[int, float] | None = None,
-    margin_w: float | None = None,
-) -> tuple[Profile, SweepOutcome]:
+    relative: Optional[Mapping[int, float]] = None,
+    margin_w: Optional[float] = None,
+) -> Tuple[Profile, SweepOutcome]:
     """The rows of `full` (a full sweep) the efficient sweep for `power_limit_w` would
     measure, as a profile, and what it decided."""
     by_key = {(r.batch_size, r.freq_mhz): r for r in full.rows}
@@ -35,7 +33,7 @@ def replay_efficient(
         sensor_update_s=float(m.get("sensor_update_s", 0.0)),
     )
     rate = float(full.provenance.get("sample_rate_hz", defaults.PROFILE_SAMPLE_RATE_HZ))
-    seen: dict[tuple[int, float], ProfileRow] = {}
+    seen: Dict[Tuple[int, float], ProfileRow] = {}
 
     def probe(b: int, i: int) -> ProfileRow:
         seen[(b, freqs[i])] = by_key[(b, freqs[i])]

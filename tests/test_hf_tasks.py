@@ -230,7 +230,7 @@ def test_each_task_profiles_estimates_and_trains_through_the_cli(
     args = ["run", *QUICK, "--model", model, "--proxy", f"py:{data}", "--target",
             f"py:{data}", "--power-limit", "4", "--target-accuracy", str(target),
             "--batch-sizes", "8,16", "--estimate-seeds", "1", "--max-samples", "6000",
-            "--eval-every", "512", "--lr", str(lr), "--no-gns-check",
+            "--eval-every", "512", "--lr", str(lr),
             "--cache-dir", str(tmp_path / "cache"), "-o", str(out)]  # fmt: skip
     args += ["--task", named] if named else []
     assert main(args) == 0, capsys.readouterr().err

@@ -219,6 +219,7 @@ def context(profile, lim, target: str, data: dict, cache) -> dict:  # type: igno
 def cell(profile, device: str, lim, target: str, data: dict, v: Variant, every: int, cache,  # type: ignore[no-untyped-def]
          switched_scale: float = 1.0) -> dict:  # fmt: skip
     from undercap.report.matrix import fastest
+
     from undercap.select import select_ours
     from undercap.select.ensemble import select_ensemble
 

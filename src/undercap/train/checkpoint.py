@@ -15,6 +15,7 @@ ever executed from it.
 
 import dataclasses
 import hashlib
+import io
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
@@ -40,11 +41,13 @@ def checkpoint_path(checkpoint_dir: Union[str, Path]) -> Path:
 def save_checkpoint(checkpoint_dir: Union[str, Path], state: Mapping[str, Any]) -> Path:
     """Atomically write `state` (tensors and plain containers) as the checkpoint."""
     path = checkpoint_path(checkpoint_dir)
-    with atomic_path(path) as tmp:
-        try:
-            torch.save({"schema": CHECKPOINT_SCHEMA, **state}, tmp)
-        except RuntimeError as e:  # torch's writer reports a full or capped disk this way
-            raise OSError(f"torch.save failed: {str(e).splitlines()[0][:200]}") from e
+    # Serialised in memory, written by Python: a disk that refuses the write (full,
+    # capped) is an OSError here, where torch's own file writer raises a RuntimeError
+    # (torch 2) or aborts the process (torch 1.10, JetPack 4.6), clocks still locked.
+    buffer = io.BytesIO()
+    torch.save({"schema": CHECKPOINT_SCHEMA, **state}, buffer)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(buffer.getbuffer())
     return path
 
 
