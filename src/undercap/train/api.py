@@ -206,11 +206,9 @@ class Capped:
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """A block whose work (evaluation, saving) is not charged to training."""
-        self.pause()
-        try:
+        self._paused_since_step = True
+        with self.session.paused():
             yield
-        finally:
-            self.resume()
 
     def report(self, accuracy: float, **extra: float) -> bool:
         """Record an evaluation (`extra`: more numbers for the evaluation log, e.g.

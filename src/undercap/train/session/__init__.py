@@ -103,8 +103,8 @@ class Session:
         self.acc = Accounts(s.get("accounts"))
         self._events = [GuardEvent.from_dict(e) for e in s.get("guard_events", [])]
         self.follower = _follower(cap, reselector, s)
-        # a fixed cap's segments (kept where the batch changed) or a changing cap's; a
-        # checkpoint from before the session kept them held them in the follower's state
+        # a fixed cap's segments (kept where the batch changed) or a changing cap's
+        # (checkpoints of 0.2.0 kept a changing cap's in the follower's state)
         self.log = SegmentLog(s.get("segments") or s.get("follower"))
         self.batch_ladder, self.switch_batch = tuple(sorted(set(batch_ladder))), switch_batch
         self.samples = samples  # trained so far (a resumed run starts where it was)
