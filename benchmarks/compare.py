@@ -1,7 +1,8 @@
 """Benchmark: Baseline 1, Baseline 2, ours and the oracle on real data, on the
 SIMULATED Jetson Nano and TX2 NX (paper Sec. 5, Tables 2-4).
 
-Scenarios (data from ../shared/data, see its README; skipped with a message when absent):
+Scenarios (data from data/, made by scripts/make_data.py; skipped with a message when
+absent):
 
 * image: a CNN from a seeded random init, r(b) estimated on a CIFAR-10 quarter
   (cifar10-quarter-a, the paper's proxy size), trained on MNIST (a 4000-image subset,

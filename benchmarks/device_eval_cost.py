@@ -25,8 +25,8 @@ Jobs:
 
     .venv/bin/python benchmarks/device_eval_cost.py        # ~10 min on 2 cores
     .venv/bin/python benchmarks/device_eval_cost.py --jobs demo
-Writes benchmarks/results/device_eval_cost.md and .csv. Jobs that need ../shared/data
-are skipped (said so) without it.
+Writes benchmarks/results/device_eval_cost.md and .csv. Jobs that need data/ (python
+scripts/make_data.py all) are skipped (said so) without it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 # the Bhatia-Davis bound (the check before the spread, switched by patching
 # SparseParams: no flag of the tool). Runs from the source tree, no install:
 #
-#   DATA_DIR=../shared/data OUT=out bash benchmarks/device_eval_text_gpu.sh
+#   DATA_DIR=data OUT=out bash benchmarks/device_eval_text_gpu.sh
 #
 # DEV=sim:jetson-nano TD=cpu SMALL=1: a CPU rehearsal (400 training windows; with a
 # python3 that has torch first on PATH, e.g. PATH=$PWD/.venv/bin:$PATH).

@@ -1,6 +1,6 @@
 """Benchmark: r(b) = N(b) / N(b_max) on the paper's proxy datasets.
 
-Scenarios (paper Sec. 5 proxies, from ../shared/data):
+Scenarios (paper Sec. 5 proxies, from data/: python scripts/make_data.py all):
   cnn-cifar        small CNN pre-trained on one CIFAR-10 quarter, r(b) estimated on a
                    second, disjoint quarter (the paper's "quarter of CIFAR-10" proxy)
   transformer-shakespeare

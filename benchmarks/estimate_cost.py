@@ -26,7 +26,7 @@ spread: the check before text windows were read as a cluster sample).
     .venv/bin/python benchmarks/estimate_cost.py --jobs cifar
     .venv/bin/python benchmarks/estimate_cost.py --jobs text --bound-arm   # ~27 min
 Writes benchmarks/results/estimate_cost.md and estimate_cost.json. Skips (exit 0)
-without the shared data (../shared/data).
+without the data (data/: python scripts/make_data.py all).
 """
 
 from __future__ import annotations

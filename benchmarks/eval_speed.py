@@ -15,7 +15,7 @@ Prints the median seconds of each, the ratios to dense, and how many images' ver
 differ from dense's (argmax of the logits).
 
     .venv/bin/python benchmarks/eval_speed.py            # ~1 min
-Skips (exit 0) without the shared data (../shared/data).
+Skips (exit 0) without the data (data/: python scripts/make_data.py all).
 """
 
 from __future__ import annotations

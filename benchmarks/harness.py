@@ -3,7 +3,7 @@ atomic result files. Plain functions, no framework: a script imports what it nee
 
     import harness as H            # a script in benchmarks/
     H.RESULTS / "overhead.md"      # where results go
-    if not H.have_data(args.data_dir): return 0   # no shared data: one line, exit 0
+    if not H.have_data(args.data_dir): return 0   # no data: one line, exit 0
 
 Scripts in benchmarks/research/ put benchmarks/ on sys.path first (one line) and then
 import it the same way.
@@ -35,9 +35,16 @@ if str(REPO / "src") not in sys.path:
 
 
 def shared_data() -> Path:
-    """The shared data folder (datasets, measured power, solar days): the one named by
-    $UNDERCAP_SHARED_DATA, else ../shared/data beside the repository."""
-    return Path(os.environ.get("UNDERCAP_SHARED_DATA") or REPO.parent / "shared" / "data")
+    """The data folder (datasets, measured power, solar days): the one named by
+    $UNDERCAP_DATA_DIR, else $UNDERCAP_SHARED_DATA (older setups), else data/ in the
+    repository (what scripts/make_data.py writes) where it exists, else ../shared/data
+    beside the repository."""
+    for var in ("UNDERCAP_DATA_DIR", "UNDERCAP_SHARED_DATA"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    if (REPO / "data").is_dir():
+        return REPO / "data"
+    return REPO.parent / "shared" / "data"
 
 
 DATA = shared_data()
@@ -48,7 +55,10 @@ def have_data(folder: Path) -> bool:
     data is skipped (exit 0), not failed: CI and fresh checkouts have none."""
     if Path(folder).is_dir():
         return True
-    print(f"skipped: no data at {folder} (see ../shared/data/README.md; UNDERCAP_SHARED_DATA)")
+    print(
+        f"skipped: no data at {folder} "
+        "(make it with: python scripts/make_data.py all; or set UNDERCAP_DATA_DIR)"
+    )
     return False
 
 

@@ -2,7 +2,7 @@
 SIMULATED Jetson Nano and TX2 NX (beyond the paper: its Sec. 6 limitation).
 
 Schedules (time on the device's clock from the start of training):
-* cloudy: NREL MIDC Golden, CO, 2018-10-14 (broken clouds), from ../shared/data/power;
+* cloudy: NREL MIDC Golden, CO, 2018-10-14 (broken clouds), from data/power;
 * clear:  NOAA SURFRAD Alamosa, CO, 2016-01-01 (a clear winter day);
 * stepped: 5 -> 3.1 -> 0 (outage) -> 4 -> 3.4 W of the Nano's range, repeating
   (scaled to the TX2 NX's range), no data needed.

@@ -55,6 +55,8 @@ def _default(action: argparse.Action) -> str:
     default = action.default
     if isinstance(default, (list, tuple)):
         default = ",".join(str(x) for x in default)
+    if str(default) == "":
+        return "none"  # `` would show as a stray pair of backticks
     return f"`{default}`"
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The device check in one command (issue 32): what undercap does on one real CUDA GPU,
+# The device check in one command: what undercap does on one real CUDA GPU,
 # read-only, in at most about 5 minutes, into one results folder.
 #
-#   scripts/device-check.sh --data-dir ../shared/data --out device-check-out
+#   python scripts/make_data.py device-check     # its two data files, into data/, once
+#   scripts/device-check.sh --data-dir data --out device-check-out
 #   scripts/device-check.sh --dry-run --out /tmp/dc     # the CPU rehearsal (~1 min, 2 cores)
 #   make device-check [DRY_RUN=1] [DEVICE_CHECK_OUT=DIR] [DEVICE_CHECK_ARGS="..."]
 #
@@ -37,7 +38,8 @@ usage() {
     cat <<'EOF'
 options:
   --data-dir DIR      where cifar10-quarter-a.npz and tinyshakespeare.txt are (directly, or
-                      under images/ and text/ as in ../shared/data; default ../shared/data)
+                      under images/ and text/, as scripts/make_data.py writes them;
+                      default data/ in the repository)
   --out DIR           the results folder (default device-check-out; made if missing)
   --device DEV        undercap device (default nvml:0; --dry-run: sim:jetson-nano)
   --torch-device TD   torch device (default cuda; --dry-run: cpu)
@@ -55,7 +57,10 @@ EOF
 
 die() { echo "device-check: $*" >&2; exit 2; }
 
-DATA_DIR="$REPO/../shared/data"
+# data/ is where scripts/make_data.py writes; a development checkout may keep the files
+# in a data folder beside the repository instead
+DATA_DIR="$REPO/data"
+[ -d "$DATA_DIR" ] || [ ! -d "$REPO/../shared/data" ] || DATA_DIR="$REPO/../shared/data"
 OUT="device-check-out"
 DEVICE=""
 TORCH_DEVICE=""
@@ -117,7 +122,7 @@ else
     # above the run's default (20,000), evaluated like `train` does (every 2,000 samples)
     RUN_ARGS=(--max-samples 120000 --eval-every 2048 --eval-max-samples 1000)
     PROFILE_ARGS=()
-    # targets as measured on the H200 (../shared/data/measured/nvidia-h200/README.md)
+    # targets as reached on an NVIDIA H200 (the results page: the device check on an H200)
     ACC_R18=0.6; ACC_MB=0.5; ACC_TF=0.45; ACC_RUN=0.6
     DEF_LIMITS=(nvidia-smi=15 devices=20 profile=40 estimate-resnet18=45 estimate-mobilenetv2=40 estimate-char-transformer=35 run=45 tests=100)
     [ -n "$TESTS" ] || TESTS="tests"
@@ -164,8 +169,9 @@ find_data() {  # NAME -> the folder holding it (DATA_DIR, DATA_DIR/images or DAT
     done
     return 1
 }
-IMG_DIR=$(find_data cifar10-quarter-a.npz) || die "cifar10-quarter-a.npz not found under $DATA_DIR (--data-dir)"
-TXT_DIR=$(find_data tinyshakespeare.txt) || die "tinyshakespeare.txt not found under $DATA_DIR (--data-dir)"
+MAKE_IT="make it with: python scripts/make_data.py device-check --data-dir DIR"
+IMG_DIR=$(find_data cifar10-quarter-a.npz) || die "cifar10-quarter-a.npz not found under $DATA_DIR (--data-dir; $MAKE_IT)"
+TXT_DIR=$(find_data tinyshakespeare.txt) || die "tinyshakespeare.txt not found under $DATA_DIR (--data-dir; $MAKE_IT)"
 
 mkdir -p "$OUT" || die "cannot make $OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -235,6 +241,9 @@ skip() {  # NAME NOTE
     echo "mode: $([ "$DRY" = 1 ] && echo dry-run || echo full)"
     echo "device: $DEVICE"; echo "torch_device: $TORCH_DEVICE"; echo "budget_s: $BUDGET"
     echo "data: $IMG_DIR/cifar10-quarter-a.npz $TXT_DIR/tinyshakespeare.txt"
+    # which copy of the data: the checksums the data page lists for each copy
+    (cd "$IMG_DIR" && sha256sum cifar10-quarter-a.npz 2>/dev/null) | sed "s/^/sha256: /"
+    (cd "$TXT_DIR" && sha256sum tinyshakespeare.txt 2>/dev/null) | sed "s/^/sha256: /"
     "$PYTHON" -c "import sys,torch,numpy;c=torch.cuda.is_available();print('python',sys.version.split()[0]);print('torch',torch.__version__);print('numpy',numpy.__version__);print('cuda',c,torch.cuda.get_device_name(0) if c else '-')" 2>&1
 } > "$W/env.txt"
 sed 's/^/    /' "$W/env.txt"

@@ -11,7 +11,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("UNDERCAP_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def _data_dir() -> Path:
+    """The real datasets: $UNDERCAP_DATA_DIR, else data/ (scripts/make_data.py writes
+    there), else a data folder beside the repository (benchmarks/harness.py: the same)."""
+    for var in ("UNDERCAP_DATA_DIR", "UNDERCAP_SHARED_DATA"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    return REPO / "data" if (REPO / "data").is_dir() else REPO.parent / "shared" / "data"
+
+
+SHARED_DATA = _data_dir()
 
 
 #: what the server side needs; JetPack 4.6's Python 3.6 runs the device side only
@@ -40,9 +51,9 @@ def _one_torch_thread() -> None:
 
 @pytest.fixture
 def shared_data() -> Path:
-    """../shared/data when present (real datasets); skip cleanly when absent."""
+    """The real datasets when present; skip cleanly when absent."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
+        pytest.skip(f"no data at {SHARED_DATA} (python scripts/make_data.py all)")
     return SHARED_DATA
 
 

@@ -30,6 +30,36 @@ def test_readme_is_a_short_landing_page_with_working_links() -> None:
     assert [x for x in local if not (REPO / x).exists()] == []
 
 
+DEMO = REPO / "benchmarks" / "results" / "demo"
+
+
+def _table_rows(text: str) -> dict[str, list[str]]:
+    """{first cell: cells} of every markdown table row that is not a header rule."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and not set(cells[0]) <= set("-:"):
+            rows.setdefault(cells[0], cells)
+    return rows
+
+
+def test_readme_numbers_are_the_demo_results_it_quotes() -> None:
+    """README is not built, so nothing fills its numbers in: its demo table and its
+    example's output must be what benchmarks/demo.py stored (the site shows those
+    files themselves), so a change that moves the demo's numbers shows here."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    stored = _table_rows((DEMO / "comparison.md").read_text(encoding="utf-8"))
+    quoted = _table_rows(readme[readme.index("| power limit | Baseline 1 |") :])
+    limits = ["3.5 W", "3.8 W", "none"]
+    for limit in limits:
+        b1, _, ours, oracle, speedup, _, gap = stored[limit][1:8]
+        expected = [limit, f"{b1} s", f"{ours} s", f"{oracle} s", speedup, gap]
+        assert quoted[limit] == expected, limit
+    shown = re.search(r"```text\n(# undercap run:.*?)\nwrote run-3.5W/\n```", readme, re.S)
+    assert shown is not None, "README shows the run's output"
+    assert shown.group(1).strip() == (DEMO / "run.md").read_text(encoding="utf-8").strip()
+
+
 def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
     nav = _nav_pages()
     pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))

@@ -10,10 +10,12 @@ import ast
 import importlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import List, Tuple
 
 import pytest
 from device_path import (
@@ -24,6 +26,7 @@ from device_path import (
     device_test_files,
     server_command_modules,
 )
+from guides import blocks, commands
 
 from undercap._compat import run_captured
 from undercap.cli import SERVER_COMMAND_MODULES, main, server_command_refusal
@@ -124,12 +127,62 @@ def test_the_3_6_fallbacks_compute_what_the_standard_library_does() -> None:
 
 
 def _undercap(python: str, *argv: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
+    return _shell(python, "undercap " + " ".join(shlex.quote(a) for a in argv), cwd)
+
+
+def _shell(python: str, command: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
+    """A command line of a page, its `undercap` the given Python's (redirections kept)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["OMP_NUM_THREADS"] = "1"
-    cmd = [python, "-m", "undercap.cli", *argv]
-    proc = run_captured(cmd, cwd=str(cwd), env=env, timeout=600, check=False)
-    assert proc.returncode == 0, f"{' '.join(argv[:1])}: {proc.stderr[-2000:]}"
+    script = f'undercap() {{ "{python}" -m undercap.cli "$@"; }}; {command}'
+    proc = run_captured(["bash", "-c", script], cwd=str(cwd), env=env, timeout=600, check=False)
+    assert proc.returncode == 0, f"{command[:60]}: {proc.stderr[-2000:]}"
     return proc
+
+
+def _round_trip_on_the_jetson_page() -> "List[Tuple[str, str]]":
+    """(side, command) of the page's JetPack 4.6 round trip, with the simulated Nano for
+    the board (`--device jetson`) and no sudo: what a reader runs, as CI can."""
+    text = (REPO / "docs" / "guides" / "jetson.md").read_text(encoding="utf-8")
+    (block,) = [b for b in blocks(text) if b.marker == "jetpack4 round trip"]
+    out = []
+    for c in commands(block.body):
+        side = "board" if "on the board" in c.heading else "server"
+        line = c.line.replace('sudo "$(command -v undercap)"', "undercap")
+        line = line.replace("--device jetson", "--device sim:jetson-nano --no-progress")
+        assert line.startswith("undercap ") and "jetson " not in line.replace("sim:", ""), line
+        out.append((side, line))
+    return out
+
+
+@pytest.mark.server
+@pytest.mark.skipif(not BOARD_PYTHON, reason="UNDERCAP_JP4_PYTHON names no Python 3.6 install")
+def test_the_jetson_pages_round_trip_between_a_board_and_a_server(tmp_path: Path) -> None:
+    """The JetPack 4.6 round trip of guides/jetson.md, command by command: the board's
+    (Python 3.6) profile selects on the server, the selection trains on the board, the
+    board's train result reads back on the server."""
+    from undercap.artifacts import load_profile
+    from undercap.artifacts.train_result import load_train_result
+    from undercap.report.text import train_summary
+
+    board, server = os.path.abspath(str(BOARD_PYTHON)), sys.executable
+    steps = _round_trip_on_the_jetson_page()
+    assert [side for side, _ in steps] == ["board", "server", "server", "board"]
+    for side, line in steps:
+        _shell(board if side == "board" else server, line, tmp_path)
+    profile = load_profile(tmp_path / "profile.json")
+    assert profile.provenance["python"].startswith("3.6") and profile.rows
+    chosen = json.loads((tmp_path / "selection.json").read_text())
+    result = load_train_result(tmp_path / "train.json")
+    assert result.reached and result.simulated and result.peak_power_w <= 3.5
+    assert result.batch_size == chosen["batch_size"] in profile.batch_sizes
+    assert result.provenance["python"].startswith("3.6")
+    assert any("time to" in line for line in train_summary(result))
+
+
+def test_the_round_trip_on_the_jetson_page_is_the_one_ci_runs() -> None:
+    sides = [side for side, _ in _round_trip_on_the_jetson_page()]
+    assert sides == ["board", "server", "server", "board"]
 
 
 @pytest.mark.server

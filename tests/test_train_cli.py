@@ -160,6 +160,22 @@ def test_from_selection_sets_batch_frequency_limit_and_lr_scaling(tmp_path, caps
     assert "[simulated]" in text and "time to 80.0%" in text and "energy" in text
 
 
+@pytest.mark.parametrize("given", [None, "sim:jetson-nano"])
+def test_from_selection_trains_on_the_selections_device(tmp_path, capsys, given):
+    """No --device: the board the selection was made for (a TX2 NX's selection trained
+    on the default Nano would run at a clock the Nano lacks), said on stderr; --device
+    wins."""
+    sel = selection(tmp_path, device="sim:jetson-tx2nx", freq_mhz=1134.75, power_limit_w=7.0)
+    out = tmp_path / "r.json"
+    device = ["--device", given] if given else []
+    assert (
+        main(["train", "--from-selection", str(sel), *device, *QUICK.split(), "-o", str(out)]) == 0
+    )
+    err = capsys.readouterr().err
+    assert load_train_result(out).device["name"] == (given or "sim:jetson-tx2nx")
+    assert ("device: sim:jetson-tx2nx (the selection's" in err) == (given is None)
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -30,7 +30,7 @@ more.
 Research (a bound, not a headline result: benchmarks/research/README.md).
 
     .venv/bin/python benchmarks/research/estimate_floor.py       # ~15 min on a 2-core machine
-Writes benchmarks/results/research/estimate_floor.md. Skips (exit 0) without the shared data.
+Writes benchmarks/results/research/estimate_floor.md. Skips (exit 0) without the data.
 """
 
 from __future__ import annotations

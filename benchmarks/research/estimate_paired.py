@@ -24,7 +24,7 @@ score changed between consecutive grid points, and the spread of the items and o
 Research (tried, not built: benchmarks/research/README.md).
 
     .venv/bin/python benchmarks/research/estimate_paired.py     # ~25 min on one core
-Writes benchmarks/results/research/estimate_paired.md. Skips (exit 0) without the shared data.
+Writes benchmarks/results/research/estimate_paired.md. Skips (exit 0) without the data.
 """
 
 from __future__ import annotations

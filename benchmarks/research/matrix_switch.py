@@ -457,7 +457,10 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     if not args.data_dir.is_dir():
-        print(f"skipped: no data at {args.data_dir} (see ../shared/data/README.md)")
+        print(
+            f"skipped: no data at {args.data_dir} "
+            "(make it with: python scripts/make_data.py all; or set UNDERCAP_DATA_DIR)"
+        )
         return 0
     t0 = time.monotonic()
     cache, loaded = Cache(args.cache_dir), {}

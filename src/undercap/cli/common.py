@@ -198,15 +198,21 @@ def cap_of(args: argparse.Namespace, *, default_w: Optional[float] = None) -> An
 
 
 def add_device_args(
-    p: argparse.ArgumentParser, *, default: Optional[str] = defaults.DEVICE
+    p: argparse.ArgumentParser,
+    *,
+    default: Optional[str] = defaults.DEVICE,
+    default_text: Optional[str] = None,
 ) -> None:
+    """--device and its companions; `default_text` describes a default the command
+    works out itself (the flag's value is then None)."""
+    shown = default_text or default
     p.add_argument(
         "--device",
         default=default,
-        required=default is None,
+        required=default is None and default_text is None,
         help="sim:jetson-nano, sim:jetson-tx2nx, sim:jetson-orin-nano, sim:jetson-xavier-nx, "
         "trace:FILE.csv (measured (b, f) replayed), jetson, nvml:<index>"
-        + (f" (default {default})" if default else ""),
+        + (f" (default {shown})" if shown else ""),
     )
     p.add_argument(
         "--sysfs-root", default="/", help="root of the sysfs tree for the jetson backend"

@@ -8,6 +8,7 @@ a selection from `run` also brings the data, weights and budgets that run used.
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "it is exceeded for longer than the guard window), and report time-to-accuracy, "
         "energy and power. Device settings are restored on every exit path.",
     )
-    add_device_args(p)
+    add_device_args(p, default=None, default_text=f"the selection's device, else {defaults.DEVICE}")
     g = p.add_argument_group("what to train")
     g.add_argument(
         "--model",
@@ -304,6 +305,7 @@ def run(args: argparse.Namespace) -> int:
     from undercap.train import train
 
     spec = _resolve(args)
+    args.device = _device(args)
     options = run_options(args)  # a log it cannot write: refused now
     reselector = _reselector(args, spec)
     with open_device_from_args(args, seed=spec.seed) as device:
@@ -319,6 +321,20 @@ def run(args: argparse.Namespace) -> int:
         if args.output is not None:
             print(f"wrote {args.output}")
     return training_exit_code(result)
+
+
+def _device(args: argparse.Namespace) -> str:
+    """--device, else the device the selection was made on (a selection made on nvml:0
+    trains there again), else the default simulated board."""
+    from undercap.artifacts.selection import load_selection
+
+    if args.device is not None:
+        return args.device
+    sel = load_selection(args.from_selection) if args.from_selection else None
+    if sel is None or not sel.device:
+        return defaults.DEVICE
+    print(f"device: {sel.device} (the selection's; --device to train elsewhere)", file=sys.stderr)
+    return sel.device
 
 
 def _check_freq_flag(args: argparse.Namespace, device: Any) -> None:

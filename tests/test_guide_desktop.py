@@ -1,0 +1,111 @@
+"""The desktop-GPU guide (docs/guides/desktop-gpu.md), followed as written: every
+`undercap` command of its shell blocks runs, in order, in one folder, against the fake
+NVML module (tests/fakes/pynvml.py), and every output line the page shows is one the
+command printed (numbers aside). A block the page marks `<!-- guide-test: skip ... -->`
+is not run (installing packages, collecting files for a report); any other line in a
+shell block must be an undercap command, so the page cannot grow an untested one."""
+
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import pytest
+from conftest import REPO
+from fakes import pynvml as fake
+from fakes.pynvml import FakeGpu
+from guides import blocks, commands
+
+from undercap.cli import main
+
+GUIDE = REPO / "docs" / "guides" / "desktop-gpu.md"
+SUDO = 'sudo "$(command -v undercap)" '
+#: the card the page shows (`undercap devices` on an H200), as the fake GPU
+H200 = dict(
+    name="NVIDIA H200",
+    uuid="GPU-4dcaef53-c2ee-2d47-3ff0-bab0845de637",
+    graphics_clocks=(1980, 1965, 1500, 1005, 345),
+    idle_clock=1980,
+    memory_total=150754820096,
+)
+STEP_S = 0.01  # a training step's time on the fake GPU: enough steps for guard windows
+
+
+@dataclass
+class Step:
+    argv: List[str]
+    root: bool = False  # shown with sudo: the fake GPU accepts clock locks
+    exit_code: int = 0  # "# exit code N" at the end of the command's line
+    shown: List[str] = field(default_factory=list)  # the output block after it
+
+
+def guide_steps(text: str) -> List[Step]:
+    steps: List[Step] = []
+    for block in blocks(text):
+        if block.lang == "text" and steps and not steps[-1].shown:
+            steps[-1].shown = block.body.splitlines()
+        if block.lang != "bash" or (block.marker or "").startswith("skip"):
+            continue
+        for command in commands(block.body):
+            code = re.search(r"exit code (\d+)", command.comment)
+            root = command.line.startswith(SUDO)
+            line = "undercap " + command.line[len(SUDO) :] if root else command.line
+            argv = shlex.split(line)
+            assert argv[0] == "undercap", f"not an undercap command: {command.line}"
+            steps.append(Step(argv[1:], root, int(code.group(1)) if code else 0))
+    return steps
+
+
+def _masked(text: str) -> str:
+    """Numbers and runs of spaces do not count: the page shows another card's."""
+    return " ".join(re.sub(r"\d+(\.\d+)?", "#", text).split())
+
+
+def _slow_steps() -> object:
+    """Every optimizer step takes STEP_S, as on a GPU with a real model: the guard's
+    0.2 s windows then fall inside the training (the digits job is over in 0.1 s on
+    this CPU, before a window could be judged)."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    return register_optimizer_step_pre_hook(lambda *a: time.sleep(STEP_S))
+
+
+def _run(step: Step, capsys: pytest.CaptureFixture) -> str:
+    hook = _slow_steps() if step.argv[0] == "train" else None
+    try:
+        code = main(step.argv)
+    finally:
+        if hook is not None:
+            hook.remove()
+    out = capsys.readouterr()
+    assert code == step.exit_code, f"undercap {' '.join(step.argv)}: {out.err[-2000:]}"
+    return out.out + out.err
+
+
+def test_the_guide_is_every_command_it_shows() -> None:
+    steps = guide_steps(GUIDE.read_text(encoding="utf-8"))
+    kinds = [s.argv[0] for s in steps]
+    assert kinds[:2] == ["devices", "run"] and "restore" in kinds
+    assert [s.exit_code for s in steps].count(4) == 1  # the page shows exit code 4 once
+    assert all("--device" in s.argv for s in steps if s.argv[0] == "run")
+
+
+@pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
+def test_desktop_gpu_guide_as_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("UNDERCAP_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    gpu: Optional[FakeGpu] = None
+    for step in guide_steps(GUIDE.read_text(encoding="utf-8")):
+        (gpu,) = fake.reset([FakeGpu(**H200, can_lock=step.root)])
+        printed = _masked(_run(step, capsys))
+        missing = [ln for ln in step.shown if ln != "..." and _masked(ln) not in printed]
+        assert missing == [], f"undercap {' '.join(step.argv)} did not print these"
+        if step.argv[0] == "run":
+            locks = [c for c in gpu.calls if c[0] == "nvmlDeviceSetGpuLockedClocks"]
+            assert bool(locks) == step.root  # read-only unless asked for, as root
+            assert gpu.locked is None  # and put back
+    assert (tmp_path / "run-250W" / "summary.md").is_file()
+    assert (tmp_path / "train.json").is_file()
