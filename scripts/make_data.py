@@ -92,6 +92,11 @@ class Archive:
     sha256: Optional[str] = None
 
 
+def _mnist(name: str, md5: str) -> Archive:
+    """One of MNIST's four files, from the first mirror that answers."""
+    return Archive(name, tuple(m + name for m in MNIST_MIRRORS), md5=md5)
+
+
 ARCHIVES = {
     a.name: a
     for a in (
@@ -102,26 +107,10 @@ ARCHIVES = {
             md5="c32a1d4ab5d03f1284b67883e8d87530",
         ),
         # MD5s from torchvision (torchvision/datasets/mnist.py, MNIST.resources)
-        Archive(
-            "train-images-idx3-ubyte.gz",
-            tuple(m + "train-images-idx3-ubyte.gz" for m in MNIST_MIRRORS),
-            md5="f68b3c2dcbeaaa9fbdd348bbdeb94873",
-        ),
-        Archive(
-            "train-labels-idx1-ubyte.gz",
-            tuple(m + "train-labels-idx1-ubyte.gz" for m in MNIST_MIRRORS),
-            md5="d53e105ee54ea40749a09fcbcd1e9432",
-        ),
-        Archive(
-            "t10k-images-idx3-ubyte.gz",
-            tuple(m + "t10k-images-idx3-ubyte.gz" for m in MNIST_MIRRORS),
-            md5="9fb629c4189551a2d022fa330f9573f3",
-        ),
-        Archive(
-            "t10k-labels-idx1-ubyte.gz",
-            tuple(m + "t10k-labels-idx1-ubyte.gz" for m in MNIST_MIRRORS),
-            md5="ec29112dd5afa0611ce80d1b7f02629c",
-        ),
+        _mnist("train-images-idx3-ubyte.gz", md5="f68b3c2dcbeaaa9fbdd348bbdeb94873"),
+        _mnist("train-labels-idx1-ubyte.gz", md5="d53e105ee54ea40749a09fcbcd1e9432"),
+        _mnist("t10k-images-idx3-ubyte.gz", md5="9fb629c4189551a2d022fa330f9573f3"),
+        _mnist("t10k-labels-idx1-ubyte.gz", md5="ec29112dd5afa0611ce80d1b7f02629c"),
         # NLTK's corpus; MD5 from NLTK's package index (nltk_data, gh-pages, index.xml:
         # <package id="gutenberg" ... checksum=...>, which nltk's downloader checks as MD5)
         Archive(
