@@ -26,6 +26,11 @@ class DataSpec:
         task: Your own model's task where it cannot be inferred (`"classification"`,
             `"next-token"`, `"sequence-classification"`, `"token-classification"`,
             `"masked-lm"`, `"seq2seq"`); None: what the data and model say.
+        slice_fraction: Use only this fraction of the training split (after `limit`),
+            class-balanced for classification, itself split 80/20 into training and
+            held-out parts: r(b) from a slice of the target's own data, which never
+            reads the dataset's test split. None: the whole dataset.
+        slice_seed: Which slice (the draw and its 80/20 split).
     """
 
     dataset: str
@@ -36,11 +41,15 @@ class DataSpec:
     seed: int = 0
     split: Optional[str] = None
     task: Optional[str] = None
+    slice_fraction: Optional[float] = None
+    slice_seed: int = 0
 
     @property
     def label(self) -> str:
         """A readable name: the spec plus any subset/split/shape."""
         extra = []
+        if self.slice_fraction is not None:
+            extra.append(f"{100 * self.slice_fraction:.3g}% slice, slice seed {self.slice_seed}")
         if self.limit is not None:
             extra.append(f"{self.limit}-sample subset")
         if self.seed:
@@ -53,8 +62,11 @@ class DataSpec:
         """What determines the loaded tensors (for cache keys)."""
         d = dataclasses.asdict(self)
         d["input_shape"] = None if self.input_shape is None else list(self.input_shape)
-        if d["task"] is None:  # keys of runs cached before --task existed stay valid
-            del d["task"]
+        for name in ("task", "slice_fraction"):  # keys cached before these stay valid
+            if d[name] is None:
+                del d[name]
+        if self.slice_fraction is None:
+            del d["slice_seed"]
         return d
 
 
@@ -81,6 +93,10 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
         split=spec.split,
         task=spec.task,
     )
+    if spec.slice_fraction is not None:
+        from undercap.data.slices import slice_of
+
+        splits = slice_of(splits, spec.slice_fraction, spec.slice_seed)
     order = torch.randperm(splits.n_test, generator=torch.Generator().manual_seed(spec.seed))
     shuffled = dataclasses.replace(splits, x_test=splits.x_test[order], y_test=splits.y_test[order])
     return shuffled.to(torch_device)
