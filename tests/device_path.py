@@ -31,6 +31,7 @@ DEVICE_ROOTS = (
     "undercap.cli.devices",
     "undercap.cli.profile",
     "undercap.cli.train",
+    "undercap.devices.helper.cli",  # undercap-helper, a board's privileged helper
 )
 #: the tests JetPack 4.6's floor runs (scripts/ci/jetpack4.sh): the device side's, with
 #: the Nano and TX2 fake sysfs trees; a test in them that needs the server side is marked
@@ -41,7 +42,7 @@ DEVICE_TESTS = (
     "test_jetson_boards.py", "test_layout.py", "test_models.py", "test_nvml.py",
     "test_profile.py", "test_profile_sweep.py", "test_read_only.py", "test_sampler.py",
     "test_select.py", "test_simulated.py", "test_trace.py", "test_train.py",
-    "test_train_cli.py", "test_evalplan.py", "test_faults.py",
+    "test_train_cli.py", "test_evalplan.py", "test_faults.py", "test_helper.py",
 )  # fmt: skip
 
 

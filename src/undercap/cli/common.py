@@ -225,7 +225,14 @@ def add_device_args(
     p.add_argument(
         "--allow-clock-control",
         action="store_true",
-        help="nvml: allow locking GPU clocks (needs root; off by default)",
+        help="nvml: allow locking GPU clocks (needs root or undercap-helper; off by default)",
+    )
+    p.add_argument(
+        "--helper",
+        default=None,
+        metavar="SOCKET",
+        help="lock clocks through the undercap-helper at this socket (default: "
+        "$UNDERCAP_HELPER, else /run/undercap/helper.sock where it exists)",
     )
 
 
@@ -238,6 +245,7 @@ def open_device_from_args(args: argparse.Namespace, *, seed: int = 0) -> Any:
         read_only=args.read_only,
         allow_clock_control=args.allow_clock_control,
         seed=seed,
+        helper=args.helper,
     )
 
 

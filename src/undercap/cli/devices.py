@@ -35,6 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="list NVML GPUs and fail if NVML is unavailable (default: list them if present)",
     )
     g.add_argument("--no-nvml", dest="nvml", action="store_false", help="do not query NVML")
+    p.add_argument(
+        "--helper",
+        default=None,
+        metavar="SOCKET",
+        help="the undercap-helper socket clock control would go through (default: "
+        "$UNDERCAP_HELPER, else /run/undercap/helper.sock where it exists)",
+    )
     p.set_defaults(func=cmd_devices)
 
     r = sub.add_parser(
@@ -58,7 +65,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     from undercap.devices import discover
     from undercap.report.devices import format_devices
 
-    infos, notes = discover(args.sysfs_root, args.nvml)
+    infos, notes = discover(args.sysfs_root, args.nvml, args.helper)
     if args.json:
         print_json([i.to_dict() for i in infos])
     else:

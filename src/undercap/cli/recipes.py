@@ -185,11 +185,12 @@ def _setup(args: argparse.Namespace) -> Any:
 def _device_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.device.startswith("sim:"):
         return {"read_only": args.read_only} if args.read_only else {}
-    return {
+    options = {
         "sysfs_root": args.sysfs_root,
         "read_only": args.read_only,
         "allow_clock_control": args.allow_clock_control,
     }
+    return {**options, "helper": args.helper} if args.helper else options
 
 
 # --- commands ---------------------------------------------------------------------

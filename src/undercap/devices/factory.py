@@ -39,13 +39,16 @@ def open_device(
     allow_clock_control: bool = False,
     seed: int = 0,
     check_control: bool = True,
+    helper: Optional[str] = None,
 ) -> Device:
     """Open a device by name. Unknown names raise DeviceError listing the valid ones.
     `seed` seeds a simulated device's sensor noise; NVML stays read-only unless
     `allow_clock_control` (and not `read_only`). Where clock control is asked for (not
     read-only), a process that may not change the clocks gets DevicePermissionError
-    here, before any work (`check_control=False`: only describe the device)."""
-    device = _open(name, sysfs_root, read_only, allow_clock_control, seed)
+    here, before any work (`check_control=False`: only describe the device). Clock
+    control goes through an undercap-helper where one serves the device (`helper`: its
+    socket; else $UNDERCAP_HELPER, else the default path where it exists)."""
+    device = _open(name, sysfs_root, read_only, allow_clock_control, seed, helper)
     if check_control:
         try:
             device.check_control()
@@ -61,6 +64,7 @@ def _open(
     read_only: bool,
     allow_clock_control: bool,
     seed: int,
+    helper: Optional[str] = None,
 ) -> Device:
     if name.startswith("sim:"):
         from undercap.devices.simulated import SimulatedDevice
@@ -73,27 +77,37 @@ def _open(
     if name == "jetson":
         from undercap.devices.jetson import JetsonDevice
 
-        return JetsonDevice(sysfs_root=sysfs_root, read_only=read_only)
+        relay = None if read_only else _relay(name, helper)
+        return JetsonDevice(sysfs_root=sysfs_root, read_only=read_only, relay=relay)
     if name.startswith("nvml:"):
         from undercap.devices.nvml import NvmlDevice
 
         control = allow_clock_control and not read_only
-        return NvmlDevice(_nvml_index(name), allow_clock_control=control)
+        index = _nvml_index(name)
+        relay = _relay(name, helper) if control else None
+        return NvmlDevice(index, allow_clock_control=control, relay=relay)
     valid = ", ".join([*simulated_names(), "trace:<file.csv>", "jetson", "nvml:<index>"])
     raise DeviceError(f"unknown device {name!r}; known devices: {valid}")
 
 
+def _relay(name: str, helper: Optional[str]) -> Any:
+    from undercap.devices.helper.client import Relay
+
+    return Relay.open(name, helper)
+
+
 # --- discovery ----------------------------------------------------------------------
 def discover(
-    sysfs_root: Optional[str] = None, nvml: Optional[bool] = None
+    sysfs_root: Optional[str] = None, nvml: Optional[bool] = None, helper: Optional[str] = None
 ) -> Tuple[List[DeviceInfo], List[str]]:
     """Every device undercap can use here, and notes on what was not found.
 
     sysfs_root: a Jetson's filesystem root; when given it must hold a Jetson GPU.
-    nvml: True requires NVML, False skips it, None lists NVML GPUs if present."""
+    nvml: True requires NVML, False skips it, None lists NVML GPUs if present.
+    helper: the undercap-helper socket a Jetson's clock control would go through."""
     notes: List[str] = []
     infos = [_info(name) for name in simulated_names()]
-    infos += _jetson_infos(sysfs_root, notes)
+    infos += _jetson_infos(sysfs_root, notes, helper)
     if nvml is not False:
         infos += _nvml_infos(required=bool(nvml), notes=notes)
     return infos, notes
@@ -104,16 +118,21 @@ def _info(name: str, **kwargs: Any) -> DeviceInfo:
         return dev.info()
 
 
-def _jetson_infos(sysfs_root: Optional[str], notes: List[str]) -> List[DeviceInfo]:
+def _jetson_infos(
+    sysfs_root: Optional[str], notes: List[str], helper: Optional[str] = None
+) -> List[DeviceInfo]:
     from undercap.devices.jetson.sysfs import JetsonUnavailable, jetson_present
 
     root = Path(sysfs_root or "/")
     if jetson_present(root):
         try:
-            return [_info("jetson", sysfs_root=root)]
+            return [_info("jetson", sysfs_root=root, helper=helper)]
         except JetsonUnavailable as e:  # Thor, or a GPU not yet registered: say why
             notes.append(f"jetson: {e}")
             return []
+        except DeviceError as e:  # a helper that refuses: the board is there all the same
+            notes.append(f"jetson: no clock control through the helper ({e})")
+            return [_info("jetson", sysfs_root=root, read_only=True)]
     where = root / "sys/class/devfreq"
     if sysfs_root is not None:  # the user pointed at a tree: it must be a Jetson's
         raise DeviceError(

@@ -93,6 +93,15 @@ def nvml_device_count(nvml: Any = None) -> int:
         raise nvml_error(nv, e, "NVML initialisation") from e
 
 
+def _helper_here() -> bool:
+    from undercap.devices.helper.client import helper_socket
+
+    try:
+        return helper_socket() is not None
+    except DeviceError:
+        return False
+
+
 class NvmlDevice(RestoresOnCrash, Device):
     """GPU `index` as NVML numbers it. `nvml` replaces the pynvml module (tests)."""
 
@@ -108,11 +117,13 @@ class NvmlDevice(RestoresOnCrash, Device):
         nvml: Any = None,
         expect_uuid: Optional[str] = None,
         state_file: Optional[Union[str, Path]] = None,
+        relay: Any = None,
     ) -> None:
         self._nv = nvml or import_pynvml()
         self.index, self.name = index, f"nvml:{index}"
         self.allow_clock_control = allow_clock_control
         self.read_only = not allow_clock_control
+        self.relay = relay if allow_clock_control else None  # helper/client.py
         self._open = False
         self._call(self._nv.nvmlInit, what="NVML initialisation")
         self._open = True
@@ -193,8 +204,12 @@ class NvmlDevice(RestoresOnCrash, Device):
                 "--allow-clock-control (needs root) to lock GPU clocks"
             )
         target = self.nearest_freq_mhz(freq_mhz)
-        self._before_change()
-        self._lock(target)
+        if self.relay is not None:  # undercap-helper locks it (and unlocks on release)
+            self.relay.lock(target)
+            self._locked_mhz = target
+        else:
+            self._before_change()
+            self._lock(target)
         # last_snap, and a stderr line for a request NVML has no clock for
         self.note_snap(float(freq_mhz), target, self.current_freq_mhz())
         return target
@@ -205,7 +220,7 @@ class NvmlDevice(RestoresOnCrash, Device):
         NOT_SUPPORTED): resetting the locked clocks asks the same permission and changes
         nothing a run would not undo anyway (restoring means "unlocked", module
         docstring)."""
-        if self.read_only:
+        if self.read_only or self.relay is not None:
             return
         permitted, why = self._control_status()
         if not permitted:
@@ -320,7 +335,11 @@ class NvmlDevice(RestoresOnCrash, Device):
 
     def _control_status(self) -> Tuple[bool, str]:
         if not self.allow_clock_control:
-            return False, "no: read-only by default (pass --allow-clock-control, needs root)"
+            return False, "no: read-only by default (pass --allow-clock-control, needs root" + (
+                " or the undercap-helper here)" if _helper_here() else ")"
+            )
+        if self.relay is not None:
+            return True, "yes: " + self.relay.describe()
         if hasattr(os, "geteuid") and os.geteuid() != 0:
             return False, "no: locking clocks needs root (run with sudo)"
         return True, "yes (nvmlDeviceSetGpuLockedClocks)"
@@ -364,6 +383,7 @@ class NvmlDevice(RestoresOnCrash, Device):
         )
 
     def close(self) -> None:
+        self.close_relay()
         if self._open:
             self._open = False
             with contextlib.suppress(self._nv.NVMLError):

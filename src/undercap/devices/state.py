@@ -186,6 +186,10 @@ class RestoresOnCrash:
     restores after a crash) and the attributes `state_backend`, `state_file`,
     `device_key`, `name` and `read_only`. It calls `_before_change()` right before
     its first write. `save_state`/`restore_state` then satisfy devices.base.Device.
+
+    With a `relay` (helper/client.py) a privileged helper makes the changes and keeps
+    the state file: the outermost save acquires the device there, the matching restore
+    releases it, and nothing is written here.
     """
 
     state_backend: str
@@ -197,6 +201,7 @@ class RestoresOnCrash:
     _original: Optional[Dict[str, Any]] = None
     _changed = False
     _state_written = False
+    relay: Any = None
 
     # --- the backend's part -------------------------------------------------------
     def _current_state(self) -> Dict[str, Any]:
@@ -219,6 +224,11 @@ class RestoresOnCrash:
         """Current settings. The outermost call also checks for a state file left by
         a crashed run; the file itself is written at the first actual change."""
         state = self._current_state()
+        if self.relay is not None:
+            if self._depth == 0:
+                self.relay.acquire()
+            self._depth += 1
+            return state
         if self._depth == 0:
             self._check_leftover_state()
             self._original, self._changed, self._state_written = state, False, False
@@ -227,6 +237,10 @@ class RestoresOnCrash:
 
     def restore_state(self, state: Dict[str, Any]) -> None:
         self._depth = max(0, self._depth - 1)
+        if self.relay is not None:
+            if self._depth == 0:
+                self.relay.release()
+            return
         # Only what differs is written back: a change that failed left nothing to undo.
         if self._changed and not self.read_only and self._current_state() != state:
             self.apply_state(state)
@@ -234,6 +248,11 @@ class RestoresOnCrash:
             if self._state_written:
                 remove_state(self.state_file)
             self._original, self._changed, self._state_written = None, False, False
+
+    def close_relay(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
+            self.relay = None
 
     def _before_change(self) -> None:
         """Record the original settings (once per controlled session) before a write."""

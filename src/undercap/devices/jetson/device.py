@@ -83,6 +83,8 @@ class JetsonDevice(RestoresOnCrash, Device):
         nvpmodel when sysfs_root is `/`, else none.
     state_file: where the original settings are recorded (default
         state_dir(sysfs_root)/state-jetson-<node>.json).
+    relay: an undercap-helper relay (helper/client.py) that makes the writes; the
+        process itself then writes nothing and needs no root.
     """
 
     state_backend = "jetson"
@@ -97,11 +99,15 @@ class JetsonDevice(RestoresOnCrash, Device):
         writer: Optional[Writer] = None,
         nvpmodel_runner: Optional[Runner] = _AUTO,
         state_file: Optional[Union[str, Path]] = None,
+        relay: Any = None,
     ) -> None:
         self.root = Path(sysfs_root)
         self.read_only = read_only
+        self.relay = None if read_only else relay
         self._writer = writer or write_attr
-        node, self.wake_note = locate_gpu(self.root, read_only=read_only, writer=self._writer)
+        node, self.wake_note = locate_gpu(
+            self.root, read_only=read_only or self.relay is not None, writer=self._writer
+        )
         self.node = node
         self.name = "jetson"
         self.device_key = f"jetson-{node.name}"
@@ -161,6 +167,11 @@ class JetsonDevice(RestoresOnCrash, Device):
             raise DeviceError(f"{self.name}: frequency must be a positive number of MHz")
         self._require_control()
         target = min(self._allowed_hz(), key=lambda f: abs(f - freq_mhz * 1e6))
+        if self.relay is not None:  # the helper writes, in the same order (helper/server.py)
+            self.relay.lock(_mhz(target))
+            actual = read_int(self.node.attr("cur_freq"))
+            self._report_snap(freq_mhz, target, actual)
+            return _mhz(actual)
         self._before_change()
         self._set_railgate("0")
         self._write_range(target, target)
@@ -222,6 +233,8 @@ class JetsonDevice(RestoresOnCrash, Device):
                 f"{self.name} is in read-only mode: GPU clocks are not changed; drop "
                 "--read-only to lock frequencies"
             )
+        if self.relay is not None:
+            return
         for attr in ("min_freq", "max_freq"):
             path = self.node.attr(attr)
             if not can_write(path):
@@ -283,15 +296,20 @@ class JetsonDevice(RestoresOnCrash, Device):
     def synchronize(self) -> None:
         torch_cuda_synchronize()
 
+    def close(self) -> None:
+        self.close_relay()
+
     # --- description ----------------------------------------------------------------
     def _control_status(self) -> Tuple[bool, str]:
         if self.read_only:
             return False, "no: read-only mode"
+        if self.relay is not None:
+            return True, "yes: " + self.relay.describe()
         paths = [self.node.attr("min_freq"), self.node.attr("max_freq")]
         blocked = [str(p) for p in paths if not can_write(p)]
         if blocked:
             return False, f"no: {blocked[0]} is writable by root only (run as root)"
-        return True, "yes"
+        return True, "yes: writes the devfreq files itself (root)"
 
     def info(self) -> DeviceInfo:
         permitted, control = self._control_status()
