@@ -321,41 +321,28 @@ RUN = ["--model", "small-cnn", "--batch-sizes", "16,64", "--max-samples", "1500"
        "--target-accuracy", "0.6", "--estimate-seeds", "1", "--power-limit", "20"]  # fmt: skip
 
 
-def _locks_written(writes: List[tuple]) -> List[str]:
-    return [v for name, v in writes if name == "min_freq"]
+def _mhz(values: List[str], unlocked: str) -> List[str]:
+    return [f"{int(v) / 1e6:g}" for v in values if v != unlocked]
 
 
 @pytest.mark.server  # the server side: Python >= 3.8 (conftest.py)
 def test_run_through_the_helper_locks_and_restores_as_a_direct_run(
-    helper: Helper, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`run --device jetson` with the helper: the training process writes nothing (its
-    sysfs writer fails the test), the helper locks the clocks a direct run locks, in
-    the same order, and the tree ends as it began; then the same run with direct
-    control, for comparison, on the profile and r(b) the first one measured."""
+    """`run --device jetson` as an ordinary user with the helper locks the clocks a
+    direct run as root locks, in the same order, and the tree ends as it began. As root
+    the helper's run is a forked child running as `nobody` (the fake tree's files are
+    root's: it could not write them if it tried); elsewhere it runs in this process with
+    its sysfs writer failing the test. The direct run goes first: its imports are then
+    in the child too, which `nobody` could not read from root's interpreter."""
     import undercap.devices.jetson.device as jetson_device
     from undercap.cli import main
 
-    tree, before = helper.tree, helper.tree.settings()
-    dev = ["--device", "jetson", "--sysfs-root", str(tree.root)]
-
-    def no_writes(path: Path, value: str) -> None:
-        raise AssertionError(f"the training process wrote {value} to {path}")
-
-    monkeypatch.setattr(jetson_device, "write_attr", no_writes)
-    monkeypatch.setenv("UNDERCAP_STATE_DIR", str(helper.folder / "client-state"))
-    out = helper.folder / "via-helper"
-    assert main(["run", *dev, "--helper", helper.socket, *RUN, "-o", str(out)]) == 0
-    assert tree.settings() == before
-    via = json.loads((out / "train.json").read_text())
-    log = helper.log.read_text()
-    helper_locks = [
-        ln.split(" at ")[1].split(" MHz")[0]
-        for ln in log.splitlines()
-        if " locked jetson at " in ln
-    ]
-    assert helper_locks and "back to its saved settings" in log
-
+    tree = build_nano(folder / "nano")
+    before = tree.settings()
+    work = folder / "work"
+    work.mkdir()
+    os.chmod(str(work), 0o777)
     writes: List[tuple] = []
 
     def recorded(path: Path, value: str) -> None:
@@ -363,17 +350,42 @@ def test_run_through_the_helper_locks_and_restores_as_a_direct_run(
         Path(path).write_text(value)
 
     monkeypatch.setattr(jetson_device, "write_attr", recorded)
-    direct = helper.folder / "direct"
-    reuse = ["--profile", str(out / "profile.json"), "--efficiency", str(out / "efficiency.json")]
-    assert main(["run", *dev, *RUN, *reuse, "-o", str(direct)]) == 0
+    monkeypatch.setenv("UNDERCAP_STATE_DIR", str(work / "state"))
+    dev = ["--device", "jetson", "--sysfs-root", str(tree.root), *RUN]
+    assert main(["run", *dev, "-o", str(folder / "direct")]) == 0
     assert tree.settings() == before
-    direct_train = json.loads((direct / "train.json").read_text())
-    trained_at = [f"{int(v) / 1e6:g}" for v in _locks_written(writes)[:-1]]  # the last: restore
-    assert trained_at == helper_locks[-len(trained_at) :]  # the training's lock, as the helper's
+    direct_locks = _mhz([v for name, v in writes if name == "min_freq"], before["min_freq"])
+
+    group = grp.getgrgid(NOBODY).gr_name if ROOT else MY_GROUP
+    helper = Helper(folder, tree, group=group).start()
+
+    def via_helper() -> str:
+        monkeypatch.setattr(jetson_device, "write_attr", _no_writes)
+        out = work / "via-helper"
+        rc = main(["run", *dev, "--helper", helper.socket, "--cache-dir", str(work / "cache"),
+                   "-o", str(out)])  # fmt: skip
+        return json.dumps({"rc": rc, "uid": os.getuid(), "out": str(out)})
+
+    try:
+        result = json.loads(as_nobody(via_helper) if ROOT else via_helper())
+    finally:
+        helper.stop()
+    assert result["rc"] == 0 and result["uid"] == (NOBODY if ROOT else os.getuid())
+    assert tree.settings() == before
+    log = helper.log.read_text()
+    helper_locks = [ln.split(" at ")[1].split(" MHz")[0] for ln in log.splitlines()
+                    if " locked jetson at " in ln]  # fmt: skip
+    assert helper_locks == direct_locks and helper_locks
+    assert log.count("back to its saved settings") == log.count(" acquired jetson")
+    via = json.loads((Path(result["out"]) / "train.json").read_text())
+    direct = json.loads((folder / "direct" / "train.json").read_text())
     for key in ("batch_size", "freq_mhz_requested", "clocks", "reached"):
-        assert via[key] == direct_train[key], key
-    assert "yes: through undercap-helper" not in capsys.readouterr().err
-    assert not list((helper.folder / "client-state").glob("state-*.json"))
+        assert via[key] == direct[key], key
+    assert not list((work / "state").glob("state-*.json"))
+
+
+def _no_writes(path: Path, value: str) -> None:
+    raise AssertionError(f"the training process wrote {value} to {path}")
 
 
 def test_devices_says_clock_control_goes_through_the_helper(helper: Helper, capsys) -> None:
@@ -439,3 +451,37 @@ def test_systemd_reads_the_unit_without_a_warning(folder: Path) -> None:
     unit.write_text(UNIT.read_text().replace("/opt/undercap/bin/undercap-helper", helper_bin))
     proc = run_captured([analyze, "verify", str(unit)])
     assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
+
+
+def test_an_nvidia_gpu_through_the_helper(folder: Path) -> None:
+    """nvml:0 (the fake NVML module in the helper's process): locked at a clock NVML
+    lists, unlocked when the client is killed; a clock it does not list is refused."""
+    fakes = str(Path(__file__).resolve().parent / "fakes")  # its pynvml.py: the fake
+    env = dict(os.environ, UNDERCAP_STATE_DIR=str(folder / "state"), PYTHONPATH=fakes)
+    sock = str(folder / "h.sock")
+    argv = [sys.executable, "-m", "undercap.devices.helper.cli", "serve", "--socket", sock,
+            "--group", MY_GROUP, "--device", "nvml:0"]  # fmt: skip
+    with open(str(folder / "helper.log"), "wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            assert proc.poll() is None, (folder / "helper.log").read_text()
+            time.sleep(0.05)
+        idle = call(sock, {"op": "status"})["devices"]["nvml:0"]["current_mhz"]
+        client = subprocess.Popen([sys.executable, "-c", CLIENT.replace('"jetson"', '"nvml:0"'), sock,
+                                   "1500"], stdout=subprocess.PIPE, universal_newlines=True)  # fmt: skip
+        assert client.stdout.readline().strip() == "locked"
+        assert call(sock, {"op": "status"})["devices"]["nvml:0"] == {
+            "controlled_by_pid": client.pid, "current_mhz": 1500.0}  # fmt: skip
+        client.kill()
+        client.wait()
+        t0 = time.monotonic()
+        while call(sock, {"op": "status"})["devices"]["nvml:0"]["current_mhz"] != idle:
+            assert time.monotonic() - t0 < 1.0
+            time.sleep(0.005)
+        log_text = (folder / "helper.log").read_text()
+        assert "locked nvml:0 at 1500 MHz" in log_text and "nvml:0 back to its saved" in log_text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)

@@ -260,7 +260,10 @@ class Helper:
         held = {n: c.client.peer.pid for n, c in self.claims.items()}
         return {
             "ok": True,
-            "devices": {n: {"controlled_by_pid": held.get(n)} for n in self.devices},
+            "devices": {
+                n: {"controlled_by_pid": held.get(n), "current_mhz": d.current_freq_mhz()}
+                for n, d in self.devices.items()
+            },
         }
 
     def _op_acquire(self, client: _Client, request: Dict[str, Any]) -> Dict[str, Any]:
