@@ -72,7 +72,7 @@ def _fake_run(b: int, f: float, seed: int, limit: float | None, events: int = 0)
 def test_train_all_shares_identical_runs_tight_limits_first():
     calls = []
 
-    def train_fn(b, f, seed, limit):
+    def train_fn(b, f, seed, limit, precision="fp32"):
         calls.append((b, f, seed, limit))
         return _fake_run(b, f, seed, limit, events=1 if (b, limit) == (32, 4.0) else 0)
 

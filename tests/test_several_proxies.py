@@ -149,7 +149,7 @@ def test_compare_uses_the_ensemble_as_ours(tmp_path) -> None:
     from undercap.recipes.common import TrainingSetup
     from undercap.recipes.compare import CompareConfig, run_comparison
 
-    def fake(b, f, seed, lim):  # type: ignore[no-untyped-def]
+    def fake(b, f, seed, lim, precision="fp32"):  # type: ignore[no-untyped-def]
         # as tests/test_compare.py's: method, limit, seed, b, f, reached, time, energy, ...
         return RunRecord("", lim, seed, b, f, True, 1000.0 / (b * f), 1.0, 3.0, 3.0, 100, 100, 0.9)
 

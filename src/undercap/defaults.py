@@ -109,6 +109,10 @@ MAX_POWER_WAIT_S = 86_400.0
 # --- devices --------------------------------------------------------------------------
 #: the device commands use when none is named
 DEVICE = "sim:jetson-nano"
+#: the arithmetic a run trains in: fp32, or mixed precision (torch.autocast) with 16-bit
+#: floats, fp16 (with a GradScaler) or bf16; "auto" chooses among those the device runs
+PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISION = "fp32"
 #: where crash-restore state files go ($UNDERCAP_STATE_DIR overrides)
 STATE_DIR = "var/lib/undercap"
 

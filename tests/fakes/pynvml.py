@@ -108,6 +108,7 @@ class FakeGpu:
     energy_mj: Optional[int] = 123456789
     power_limit_mw: int = 700000
     power_limit_constraints_mw: Tuple[int, int] = (200000, 700000)
+    compute_capability: Optional[Tuple[int, int]] = (9, 0)  # H100; None: not supported
     can_lock: bool = True  # False: NVMLError_NoPermission (not root)
     supports_lock: bool = True
     locked: Optional[Tuple[int, int]] = None
@@ -166,6 +167,13 @@ def nvmlDeviceGetName(handle: FakeGpu) -> str:
 
 def nvmlDeviceGetUUID(handle: FakeGpu) -> str:
     return _check(handle).uuid
+
+
+def nvmlDeviceGetCudaComputeCapability(handle: FakeGpu) -> Tuple[int, int]:
+    gpu = _check(handle)
+    if gpu.compute_capability is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return gpu.compute_capability
 
 
 def nvmlDeviceGetSupportedMemoryClocks(handle: FakeGpu) -> List[int]:

@@ -70,6 +70,7 @@ class ChoiceRecord:
     peak_power_w: float  # profiled P(b, f)
     relative_samples: Optional[float]  # r(b) the method used (None: not used, Baseline 1)
     safe_freq_mhz: Optional[float] = None  # the baselines' frequency cap; None for ours/oracle
+    precision: str = "fp32"  # the arithmetic of the profile rows it picked from
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +86,7 @@ class ChoiceRecord:
             peak_power_w=float(d["peak_power_w"]),
             relative_samples=_opt_float(d.get("relative_samples")),
             safe_freq_mhz=_opt_float(d.get("safe_freq_mhz")),
+            precision=str(d.get("precision", "fp32")),
         )
 
 
@@ -110,6 +112,7 @@ class RunRecord:
     train_s: Optional[float] = None  # device training time actually spent (to target or budget)
     shared_from: Optional[str] = None  # "method@limit" whose identical run this reuses
     limit_exceeded: bool = False  # robust peak above the power limit: a failed run
+    precision: str = "fp32"  # the arithmetic it trained in
 
     @property
     def succeeded(self) -> bool:
@@ -140,6 +143,7 @@ class RunRecord:
             train_s=_opt_float(d.get("train_s")),
             shared_from=d.get("shared_from"),
             limit_exceeded=bool(d.get("limit_exceeded", False)),
+            precision=str(d.get("precision", "fp32")),
         )
 
 

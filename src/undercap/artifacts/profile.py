@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Set, Tuple, Union
 
+from undercap import defaults
 from undercap.artifacts.io import PathLike, check_schema, finite, load_json, save_json
 from undercap.errors import ArtifactError
 
@@ -36,11 +37,15 @@ class ProfileRow:
     peak_spread_w: Optional[float] = None
     steps: Optional[int] = None
     duration_s: Optional[float] = None
+    #: the arithmetic measured: fp32, or fp16/bf16 mixed precision (a row of a profile
+    #: made before precisions were measured is fp32)
+    precision: str = "fp32"
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {
             "batch_size": self.batch_size,
             "freq_mhz": self.freq_mhz,
+            "precision": self.precision,
             "time_per_sample_s": self.time_per_sample_s,
             "peak_power_w": self.peak_power_w,
             "mean_power_w": self.mean_power_w,
@@ -86,11 +91,33 @@ class Profile:
     def freqs_mhz(self) -> Tuple[float, ...]:
         return tuple(sorted({r.freq_mhz for r in self.rows}))
 
-    def row(self, batch_size: int, freq_mhz: float) -> Optional[ProfileRow]:
-        for r in self.rows:
-            if r.batch_size == batch_size and r.freq_mhz == freq_mhz:
+    def row(
+        self, batch_size: int, freq_mhz: float, precision: Optional[str] = None
+    ) -> Optional[ProfileRow]:
+        same = (precision is None or r.precision == precision for r in self.rows)
+        for r, ok in zip(self.rows, same):
+            if ok and r.batch_size == batch_size and r.freq_mhz == freq_mhz:
                 return r
         return None
+
+    @property
+    def precisions(self) -> Tuple[str, ...]:
+        """The precisions measured, in undercap's order (fp32, fp16, bf16)."""
+        have = {r.precision for r in self.rows}
+        return tuple(p for p in defaults.PRECISIONS if p in have)
+
+    def in_precision(self, precision: str) -> "Profile":
+        """This profile's rows in `precision` alone; a profile without them is one line
+        saying to profile in it."""
+        if self.precisions == (precision,):
+            return self
+        rows = tuple(r for r in self.rows if r.precision == precision)
+        if not rows:
+            raise ArtifactError(
+                f"the profile of {self.model} has no {precision} rows (it measured "
+                f"{', '.join(self.precisions)}); profile again with --precision {precision}"
+            )
+        return dataclasses.replace(self, rows=rows)
 
     @property
     def clock(self) -> str:
@@ -125,13 +152,13 @@ class Profile:
         if not isinstance(rows_obj, list) or not rows_obj:
             raise ArtifactError(f"{path}: 'rows' must be a non-empty list")
         rows = tuple(_profile_row(r, i, path) for i, r in enumerate(rows_obj))
-        seen: Set[Tuple[int, float]] = set()
+        seen: Set[Tuple[int, float, str]] = set()
         for r in rows:
-            key = (r.batch_size, r.freq_mhz)
+            key = (r.batch_size, r.freq_mhz, r.precision)
             if key in seen:
                 raise ArtifactError(
                     f"{path}: duplicate row for batch_size={r.batch_size}, "
-                    f"freq_mhz={r.freq_mhz}; re-run the profile"
+                    f"freq_mhz={r.freq_mhz}, precision {r.precision}; re-run the profile"
                 )
             seen.add(key)
         try:
@@ -169,7 +196,13 @@ def _profile_row(r: Any, i: int, path: PathLike) -> ProfileRow:
     b = r["batch_size"]
     if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
         raise ArtifactError(f"{where}: batch_size must be a positive integer, got {b!r}")
+    precision = r.get("precision", "fp32")
+    if precision not in defaults.PRECISIONS:
+        raise ArtifactError(
+            f"{where}: precision must be one of {', '.join(defaults.PRECISIONS)}, got {precision!r}"
+        )
     return ProfileRow(
+        precision=precision,
         batch_size=b,
         freq_mhz=finite(r["freq_mhz"], "freq_mhz", where, positive=True),
         time_per_sample_s=finite(r["time_per_sample_s"], "time_per_sample_s", where, positive=True),

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from undercap.artifacts.io import PathLike, finite, load_json, save_json
+from undercap.defaults import PRECISIONS
 from undercap.errors import ArtifactError
 
 SELECTION_SCHEMA = "undercap.selection/1"
 _CHOICE = ("method", "batch_size", "freq_mhz", "time_per_sample_s", "peak_power_w")
 _OPTIONAL = ("relative_samples", "score")
-_IDENTITY = ("model", "device", "simulated", "power_limit_w", "clock")
+_IDENTITY = ("model", "device", "simulated", "power_limit_w", "clock", "precision")
 #: how the choice's clock came about: chosen among the device's clocks (a profile made
 #: with clock control) or observed (a read-only profile: the clock the device ran at)
 CLOCKS = ("chosen", "observed")
@@ -49,6 +50,8 @@ class Selection:
     training: Dict[str, Any] = field(default_factory=dict)
     extra: Dict[str, Any] = field(default_factory=dict)
     clock: str = "chosen"  # CLOCKS: "observed" on a read-only device
+    #: the arithmetic to train in: fp32, fp16 or bf16 mixed precision (older files: fp32)
+    precision: str = "fp32"
 
     def lock_mhz(self) -> Optional[float]:
         """The clock training should lock: the chosen one; None (the clocks as found)
@@ -93,6 +96,11 @@ def _fields(d: Mapping[str, Any], where: str) -> Dict[str, Any]:
     clock = d.get("clock", "chosen")
     if clock not in CLOCKS:
         raise ArtifactError(f"{where}: clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
+    precision = d.get("precision", "fp32")
+    if precision not in PRECISIONS:
+        raise ArtifactError(
+            f"{where}: precision must be one of {', '.join(PRECISIONS)}, got {precision!r}"
+        )
     return {
         "method": str(d.get("method", "ours")),
         "batch_size": b,
@@ -107,6 +115,7 @@ def _fields(d: Mapping[str, Any], where: str) -> Dict[str, Any]:
         "score": _opt_float(d.get("score")),
         "training": dict(d.get("training") or {}),
         "clock": clock,
+        "precision": precision,
     }
 
 

@@ -90,6 +90,10 @@ class TrainResult(RunNotes, _Trained, RunTotals):
     # "looks", "full_evaluations", "screened_items"); None in results from before it was
     # recorded
     evaluation: Optional[Dict[str, Any]] = None
+    # the arithmetic trained in (fp32, fp16 or bf16 mixed precision); `host_precision`:
+    # the host's where it stood in for it (a simulated board on a CPU)
+    precision: str = "fp32"
+    host_precision: Optional[str] = None
 
     @property
     def time_basis(self) -> str:

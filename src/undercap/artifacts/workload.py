@@ -24,6 +24,9 @@ class Workload:
         falls as 1/b.
     kernels_per_step: approximate GPU kernel launches per training step (forward,
         backward, optimizer); each costs a fixed launch latency.
+    precision: the arithmetic the step was counted in: "fp32", or "fp16"/"bf16" mixed
+        precision (torch.autocast: 16-bit activations, the casts' kernels and traffic;
+        the weights, their gradients and Adam's moments stay fp32).
     """
 
     model: str
@@ -33,6 +36,7 @@ class Workload:
     traffic_bytes_per_sample: float
     param_count: int
     kernels_per_step: int
+    precision: str = "fp32"
 
     @property
     def param_bytes(self) -> int:
@@ -51,6 +55,8 @@ class Workload:
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
         d["input_shape"] = list(self.input_shape)
+        if self.precision == "fp32":  # as fp32 workloads were always written
+            del d["precision"]
         return d
 
     @classmethod
@@ -63,4 +69,5 @@ class Workload:
             traffic_bytes_per_sample=float(d["traffic_bytes_per_sample"]),
             param_count=int(d["param_count"]),
             kernels_per_step=int(d["kernels_per_step"]),
+            precision=str(d.get("precision", "fp32")),
         )

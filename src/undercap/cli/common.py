@@ -311,6 +311,22 @@ DETERMINISTIC_HELP = (
 )
 
 
+def add_precision_arg(p: Any, *, auto: bool = True, default: Optional[str] = None) -> None:
+    """--precision: fp32, fp16 or bf16 mixed precision (torch.autocast), or "auto"
+    (every precision the device runs, chosen with (b, f)) where `auto`."""
+    choices = [*defaults.PRECISIONS, *(["auto"] if auto else [])]
+    shown = default or defaults.PRECISION
+    p.add_argument(
+        "--precision",
+        choices=choices,
+        default=default,
+        help="the arithmetic to train in: fp32, or mixed precision in fp16 (loss-scaled) or "
+        "bf16"
+        + (", or auto: every precision the device runs, chosen with (b, f)" if auto else "")
+        + f" (default {shown})",
+    )
+
+
 def non_negative_float(text: str) -> float:
     try:
         x = float(text)

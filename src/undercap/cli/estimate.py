@@ -12,6 +12,7 @@ from undercap.cli.common import (
     DATA_HELP,
     MODEL_HELP,
     add_objective_args,
+    add_precision_arg,
     add_shape_args,
     fraction,
     int_list,
@@ -213,6 +214,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"(default {defaults.ESTIMATE_CHECK_SAMPLES}, or four checks on a split too small "
         "for four of those; on a GPU at least 512, its evaluation batch)",
     )
+    add_precision_arg(e, auto=False)
     e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
     )
@@ -348,6 +350,7 @@ def _estimate_one(args: argparse.Namespace, dataset: str, work_dir: Path) -> Any
         plateau_patience=args.plateau_patience,
         eval_schedule=args.eval_schedule,
         screen_samples=args.screen_samples,
+        precision=args.precision or defaults.PRECISION,
         **objective_kwargs(args),
     )
     return estimate(

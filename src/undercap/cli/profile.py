@@ -10,6 +10,7 @@ from undercap.cli.common import (
     MODEL_HELP,
     add_device_args,
     add_margin_arg,
+    add_precision_arg,
     add_task_arg,
     float_list,
     int_list,
@@ -66,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "provably cannot win under its r(b) (the profile then answers for this r(b) only)",
     )
     add_margin_arg(p)
+    add_precision_arg(p)
     p.add_argument(
         "--freqs-mhz",
         type=float_list,
@@ -119,6 +121,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Baseline 1's safe frequency (default: derived from this profile alone; "
         "`undercap compare` derives it from every supported model)",
     )
+    q.add_argument(
+        "--precision",
+        choices=["fp32", "fp16", "bf16"],
+        default=None,
+        help="plot this precision's rows (default: the profile's, fp32 where it has several)",
+    )
     q.add_argument("-o", "--output", type=Path, required=True, help="PNG to write")
     q.set_defaults(func=cmd_plot_profile)
     declare_outputs(q, files=("output",))
@@ -128,7 +136,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from undercap.artifacts import save_profile
     from undercap.errors import UndercapError
     from undercap.models import model_spec
-    from undercap.profile import ProfileSettings, run_profile
+    from undercap.profile import ProfileSettings, profile_precisions
     from undercap.report.text import profile_summary
 
     spec = model_spec(args.model)
@@ -144,11 +152,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     )
     relative = _relative(args)
     with open_device_from_args(args, seed=args.seed) as device:
-        profile = run_profile(
-            device,
-            args.model,
-            input_shape,
-            args.batch_sizes,
+        precision = args.precision or "fp32"
+        profile = profile_precisions(
+            device.precisions() if precision == "auto" else (precision,),
+            device=device,
+            model_name=args.model,
+            input_shape=input_shape,
+            batch_sizes=args.batch_sizes,
             num_classes=args.num_classes or spec.profile_classes(args.task),
             power_limit_w=args.power_limit,
             efficient=False if args.full else None,
@@ -186,8 +196,9 @@ def cmd_plot_profile(args: argparse.Namespace) -> int:
     from undercap.errors import UndercapError
     from undercap.report.figures import plot_profile
     from undercap.select import baseline1, safe_freq_mhz, select_ours
+    from undercap.select.core import profiles_in
 
-    profile = load_profile(args.profile)
+    (profile,) = profiles_in(load_profile(args.profile), args.precision)
     choice = baseline = None
     if args.efficiency is not None:
         if args.power_limit is None:

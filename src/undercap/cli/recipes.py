@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from undercap import defaults
 from undercap.cli import recipe_args as R
 from undercap.cli.common import (
     add_device_args,
     add_objective_choice,
+    add_precision_arg,
     add_removed_flags,
     add_schedule_args,
     cap_of,
@@ -66,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="full sweep instead of the efficient one for the limit (Sec. 4.1)",
     )
     r.add_argument("--seed", type=int, default=0, help="seed of the device training run")
+    add_precision_arg(r)
     add_removed_flags(r)
     add_training_args(r)
     r.add_argument("-o", "--output", type=Path, required=True, help="results folder")
@@ -114,6 +117,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="",
         help="real devices: comma-separated profiles of the other supported "
         "models, for the baselines' safe frequency",
+    )
+    add_precision_arg(c)
+    c.add_argument(
+        "--baseline-precision",
+        choices=list(defaults.PRECISIONS),
+        default=defaults.PRECISION,
+        help="the baselines' arithmetic (default fp32, as the paper's)",
     )
     add_training_args(c)
     c.add_argument("-o", "--output", type=Path, required=True, help="results folder")
@@ -224,6 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cache_dir=str(args.cache_dir) if args.cache_dir else None,
         device_options=_device_options(args),
         power_margin_w=args.power_margin_w,
+        precision=args.precision or defaults.PRECISION,
     )
     out = run(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(out.summary)
@@ -252,6 +263,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         pretrain_samples=args.pretrain_samples,
         profile=args.profile,
         safe_profiles=tuple(p for p in args.safe_profiles.split(",") if p.strip()),
+        precision=args.precision or defaults.PRECISION,
+        baseline_precision=args.baseline_precision,
         cache_dir=str(args.cache_dir) if args.cache_dir else None,
         device_options=_device_options(args),
         power_margin_w=args.power_margin_w,

@@ -7,7 +7,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from undercap.cli.common import add_margin_arg, add_objective_choice, positive_float, print_json
+from undercap.cli.common import (
+    add_margin_arg,
+    add_objective_choice,
+    add_precision_arg,
+    positive_float,
+    print_json,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_objective_choice(p)
     add_margin_arg(p)
+    add_precision_arg(p, default=None)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_select)
 
@@ -79,6 +86,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         objective=args.objective,
         energy_budget_j=args.energy_budget_j,
         margin_w=args.power_margin_w,
+        precision=args.precision,
     )
     files = [str(f) for f in args.efficiency]
     result, used = selection.to_dict(), files[0] if len(files) == 1 else files

@@ -181,6 +181,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--sample-rate-hz", type=positive_float, default=defaults.TRAIN_SAMPLE_RATE_HZ)
     r.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N] (default auto)")
     r.add_argument("--deterministic", action="store_true", help=DETERMINISTIC_HELP)
+    r.add_argument(
+        "--precision",
+        choices=list(defaults.PRECISIONS),
+        default=None,
+        help="fp32, or mixed precision in fp16 (loss-scaled) or bf16 (default: the "
+        "selection's, else fp32)",
+    )
     add_objective_args(r)
     add_margin_arg(r)  # used where train selects: a changing cap re-selects (b, f)
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -267,6 +274,7 @@ _PLAN_FLAGS = {
     "optimizer_factory": "optimizer",
     "lr_scheduler": "lr_scheduler",
     "train_step": "train_step",
+    "precision": "precision",
 }
 
 
@@ -289,7 +297,9 @@ def _reselector(args: argparse.Namespace, spec: "TrainSpec") -> "Optional[Resele
         if paths[kind] is None:
             raise UndercapError(f"a changing cap re-selects (b, f): pass --{kind} FILE")
     return reselector_for(
-        load_profile(paths["profile"]).with_margin(args.power_margin_w),
+        load_profile(paths["profile"])
+        .in_precision(spec.precision)
+        .with_margin(args.power_margin_w),
         load_efficiency(paths["efficiency"]),
         objective=args.objective,
         energy_budget_j=args.energy_budget_j,

@@ -67,6 +67,12 @@ class Device(ABC):
         (hardware may snap to a neighbouring step). Raises DevicePermissionError
         in read-only mode. Call it inside `controlled()` so it is undone."""
 
+    def precisions(self) -> Tuple[str, ...]:
+        """The arithmetic this GPU trains in at speed: "fp32", and the 16-bit floats of
+        mixed precision it has hardware for ("fp16": FP16x2 or Tensor Cores, compute
+        capability 5.3 and later; "bf16": Ampere, 8.0 and later)."""
+        return ("fp32",)
+
     @abstractmethod
     def save_state(self) -> Dict[str, Any]:
         """The settings `set_freq_mhz` may change, as a JSON-able dict."""

@@ -235,6 +235,16 @@ class NvmlDevice(RestoresOnCrash, Device):
                 "as found"
             ) from e
 
+    def precisions(self) -> Tuple[str, ...]:
+        """From the GPU's compute capability (nvmlDeviceGetCudaComputeCapability): FP16
+        at speed from 5.3, BF16 from 8.0 (Ampere); fp32 only where NVML cannot say."""
+        cc = self._optional("nvmlDeviceGetCudaComputeCapability", self._h)
+        if not cc:
+            return ("fp32",)
+        major, minor = int(cc[0]), int(cc[1])
+        out = ["fp32"] + (["fp16"] if (major, minor) >= (5, 3) else [])
+        return tuple(out + (["bf16"] if major >= 8 else []))
+
     # --- state ----------------------------------------------------------------------
     def boot_id(self) -> Optional[str]:
         return read_boot_id("/")

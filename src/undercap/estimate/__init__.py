@@ -51,6 +51,7 @@ from undercap.estimate.runs import (
 )
 from undercap.report.progress import bar as progress_bar
 from undercap.train.loop import resolve_torch_device, scaled_lr
+from undercap.train.loop.precision import host_precision
 
 __all__ = ["EstimateConfig", "estimate", "executor_session"]
 
@@ -134,6 +135,8 @@ class _Runner:
             cache_root=None if self.cache.root is None else str(self.cache.root),
             key=run_key(self.fingerprint, b, seed),
             torch_device=self.device,
+            # an estimate has no board: on a CPU fp16 runs as bf16, as for a simulated one
+            precision=host_precision(self.cfg.precision, self.device, simulated=True),
             progress=self.progress and self.jobs == 1 and self.remote is None,
             sparse=None
             if self.cfg.eval_schedule == "dense"
@@ -306,6 +309,8 @@ def _config_record(
         jobs=jobs,
         torch_device=device,
         eval_schedule=cfg.eval_schedule,  # which schedule made the curves (runs' "eval")
+        precision=cfg.precision,
+        host_precision=host_precision(cfg.precision, device, simulated=True),
     )
 
 

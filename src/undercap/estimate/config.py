@@ -61,6 +61,9 @@ class EstimateConfig(UserCode, _Estimated):
             studies that replay curves).
         screen_samples: Sparse: a look checks its verdict every this many held-out
             samples; None: defaults.ESTIMATE_CHECK_SAMPLES (128).
+        precision: The arithmetic the runs train in: `"fp32"`, or mixed precision in
+            `"fp16"` or `"bf16"` (on a CPU, fp16 runs as bf16: the same width, many times
+            faster there).
     """
 
     seeds: Tuple[int, ...] = tuple(range(defaults.ESTIMATE_SEEDS))
@@ -77,6 +80,7 @@ class EstimateConfig(UserCode, _Estimated):
     plateau_patience: Optional[int] = None
     eval_schedule: str = defaults.ESTIMATE_EVAL_SCHEDULE
     screen_samples: Optional[int] = None
+    precision: str = defaults.PRECISION
 
     @property
     def b_max(self) -> int:
@@ -102,6 +106,8 @@ class EstimateConfig(UserCode, _Estimated):
             raise UndercapError("--fresh-head needs --pretrained weights")
         if self.eval_every_samples < 1:
             raise UndercapError("--eval-every must be a positive number of samples")
+        if self.precision not in defaults.PRECISIONS:
+            raise UndercapError(f"--precision {self.precision!r}: use fp32, fp16 or bf16")
         self._validate_schedule()
         self.recipe_for(self.b_max).validate()
 
@@ -192,6 +198,10 @@ def fingerprint(cfg: EstimateConfig) -> Dict[str, Any]:
         )
     if cfg.eval_schedule != "dense":  # likewise: dense runs keep their keys
         fp.update(eval_schedule=cfg.eval_schedule, screen_samples=cfg.screen_samples)
+    if cfg.precision != "fp32":  # likewise: fp32 runs keep theirs; mixed precision's apart
+        fp["precision"] = cfg.precision
+    if cfg.data.slice_fraction is not None:  # a slice of the data is other data
+        fp.update(slice_fraction=cfg.data.slice_fraction, slice_seed=cfg.data.slice_seed)
     return fp
 
 

@@ -72,6 +72,7 @@ class Job:
     recipe: Recipe = Recipe()  # the user's optimizer, LR schedule, step (models/recipe.py)
     sparse: Optional[SparseParams] = None  # the sparse schedule's knobs; None: dense
     screen_explicit: bool = False  # the user chose screen_samples: it must fit the split
+    precision: str = "fp32"  # the host's arithmetic (train/loop/precision.py)
 
 
 class _Plateau(Exception):
@@ -140,6 +141,7 @@ def run_job(job: Job) -> Dict[str, Any]:
         loss=job.loss,
         metric=job.metric,
         recipe=job.recipe,
+        precision=job.precision,
         **_eval_style(job, splits, sparse),
     )
     bar = sample_bar(job.max_samples, f"b={job.batch_size} seed={job.seed}", job.progress)

@@ -16,6 +16,9 @@ model on the CPU (random inputs and labels) and measures:
   backward (the tensor arguments and results of each non-view aten op). This is the
   usual roofline assumption that kernels do not reuse each other's data through the
   cache, so it is an upper bound on DRAM traffic.
+* precision: with "fp16" or "bf16" the step is counted under torch.autocast (bf16 on
+  the CPU for both: the same 2-byte tensors), so saved activations, traffic and
+  kernels are those of mixed-precision training, casts included; FLOPs are the same.
 * kernels_per_step: aten ops of forward + backward that launch a kernel (views and
   allocations excluded), plus the optimizer step's kernels counted the same way for
   torch.optim's multi-tensor (foreach) Adam/AdamW, each foreach op weighted by the
@@ -121,7 +124,9 @@ class _StepCounts:
     kernels: int
 
 
-def _count_step(model: nn.Module, task: Task, x: torch.Tensor, y: torch.Tensor) -> _StepCounts:
+def _count_step(
+    model: nn.Module, task: Task, x: torch.Tensor, y: torch.Tensor, precision: str = "fp32"
+) -> _StepCounts:
     param_ptrs = {storage_of(p)[0] for p in model.parameters()}
     saved: Dict[int, int] = {}
 
@@ -137,7 +142,7 @@ def _count_step(model: nn.Module, task: Task, x: torch.Tensor, y: torch.Tensor) 
         (flop_counter(), _KernelCounter()) if HAS_DISPATCH_MODE else (LegacyCounter(model),) * 2
     )
     with fc, kc:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _counted_in(precision):
             out = forward(model, task, x, y)
         loss = loss_of(out)
         if loss is None:
@@ -145,6 +150,16 @@ def _count_step(model: nn.Module, task: Task, x: torch.Tensor, y: torch.Tensor) 
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
     return _StepCounts(fc.get_total_flops(), sum(saved.values()), kc.bytes, kc.kernels)
+
+
+def _counted_in(precision: str) -> Any:
+    """The forward pass's arithmetic: autocast to a 16-bit float for mixed precision
+    (bf16 on the CPU stands for fp16 too: both are 2 bytes, and counting needs no speed)."""
+    from undercap._compat import nullcontext
+
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def optimizer_kernels(model: nn.Module, optimizer: str) -> int:
@@ -163,7 +178,11 @@ def optimizer_kernels(model: nn.Module, optimizer: str) -> int:
 
 
 def workload_of(
-    model: nn.Module, name: str, input_shape: Sequence[int], task: Optional[str] = None
+    model: nn.Module,
+    name: str,
+    input_shape: Sequence[int],
+    task: Optional[str] = None,
+    precision: str = "fp32",
 ) -> Workload:
     """Measure a model's training cost per sample (see module docstring). The model
     itself is not touched (a CPU copy is stepped). `task` (models/tasks.py) says what
@@ -180,7 +199,7 @@ def workload_of(
     num_classes = _output_classes(probe, kind, input_shape, gen)
     vocab = token_vocab(probe) or num_classes
     n_params = sum(p.numel() for p in probe.parameters() if p.requires_grad)
-    key = (name, input_shape, num_classes, n_params, kind.name)
+    key = (name, input_shape, num_classes, n_params, kind.name, precision)
     if key in _cache:
         return _cache[key]
     try:
@@ -191,7 +210,10 @@ def workload_of(
         with torch.random.fork_rng(devices=[]):
             small, large = [
                 _count_step(
-                    probe, kind, *dummy_batch(kind, input_shape, b, vocab, num_classes, gen)
+                    probe,
+                    kind,
+                    *dummy_batch(kind, input_shape, b, vocab, num_classes, gen),
+                    precision=precision,
                 )
                 for b in _BATCHES
             ]
@@ -210,6 +232,7 @@ def workload_of(
         traffic_bytes_per_sample=(large.traffic_bytes - small.traffic_bytes) / db,
         param_count=n_params,
         kernels_per_step=small.kernels + optimizer_kernels(probe, optimizer),
+        precision=precision,
     )
     _cache[key] = wl
     return wl

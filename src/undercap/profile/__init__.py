@@ -16,6 +16,7 @@ What profiling cost (device time, energy, configurations, steps) and what the
 shortcuts saved is recorded in the profile's `cost`.
 """
 
+import dataclasses
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZES",
     "PROFILE_METHOD",
     "ProfileSettings",
+    "profile_precisions",
     "run_profile",
     "sweep_plan",
 ]
@@ -71,28 +73,31 @@ def run_profile(
     relative: Optional[Mapping[int, float]] = None,
     margin_w: Optional[float] = None,
     prior: Optional[Profile] = None,
+    precision: str = "fp32",
 ) -> Profile:
-    """Profile `model_name` on `device`. With a power limit the efficient sweep is
-    used unless `efficient=False`; `relative` (r(b)) lets it skip batch sizes that
+    """Profile `model_name` on `device` in `precision` (fp32, or fp16/bf16 mixed
+    precision: rows carry it; profile_precisions measures several). With a power
+    limit the efficient sweep is used unless `efficient=False`; `relative` (r(b)) lets it skip batch sizes that
     cannot win, and `margin_w` replaces the measured margins in its feasibility test.
     Rows of `prior` (same device and model) are reused, not measured again, and its
     cost is added. Read-only devices are measured at their current clock only.
     `task` names your own model's task where it cannot be inferred: "classification",
     "next-token", "sequence-classification", "token-classification", "masked-lm" or
     "seq2seq"."""
-    from undercap.train.loop import resolve_torch_device
-
     settings = settings or ProfileSettings()
     shape = tuple(int(x) for x in input_shape)
     efficient = bool(power_limit_w is not None) if efficient is None else efficient
     if efficient and power_limit_w is None:
         raise UndercapError("the efficient sweep needs --power-limit")
     wall0 = time.monotonic()
-    stepper = Stepper(
-        model_name, shape, num_classes, resolve_torch_device(torch_device), settings.seed, task
+    stepper = _stepper(device, model_name, shape, num_classes, settings.seed, task, precision,
+                       torch_device)  # fmt: skip
+    desc = f"profile {model_name} on {device.name}" + (
+        "" if precision == "fp32" else f" {precision}"
     )
-    bar = progress_bar(progress, desc=f"profile {model_name} on {device.name}", unit="cfg")
-    run = Measurer(device, stepper, settings, bar.update, _prior_rows(prior, device, model_name))
+    bar = progress_bar(progress, desc=desc, unit="cfg")
+    prior_rows = _prior_rows(prior, device, model_name, precision)
+    run = Measurer(device, stepper, settings, bar.update, prior_rows)
     energy0, dev_t0 = device.energy_j(), device.now_s()
     outcome: Optional[SweepOutcome] = None
     with PowerSampler(device, rate_hz=settings.sample_rate_hz) as whole, controlled(device):
@@ -105,12 +110,23 @@ def run_profile(
             for b, f in sweep_plan(fitting, [f for f in freqs if f is not None]):
                 run.measure(b, f)
     bar.close()
-    rows = _rows(run, fitting, model_name, device.name)
+    rows = [dataclasses.replace(r, precision=precision) for r in _rows(run, fitting, model_name, device.name)]  # fmt: skip
     spent = (device.now_s() - dev_t0, _energy(device, whole, energy0), time.monotonic() - wall0)
     cost = _cost(run, rows, fitting, freqs, spent, outcome, prior)
     mode = "efficient" if outcome is not None else ("read-only" if not run.can_control else "full")
     sweep = _sweep_record(run, outcome, power_limit_w, relative, margin_w, freqs)
     return _artifact(run, rows, model_name, shape, mode, power_limit_w, cost, sweep)
+
+
+def _stepper(device: Device, model: str, shape: Tuple[int, ...], num_classes: int, seed: int,
+             task: Optional[str], precision: str, torch_device: str) -> Stepper:  # fmt: skip
+    """The host's steps of `model` in `precision`, checked to be one the device runs."""
+    from undercap.train.loop import resolve_torch_device
+    from undercap.train.loop.precision import check_precision
+
+    check_precision(device, precision)
+    host = resolve_torch_device(torch_device)
+    return Stepper(model, shape, num_classes, host, seed, task, precision, device.is_simulated)
 
 
 def _efficient(
@@ -136,8 +152,27 @@ def _efficient(
     )
 
 
+def profile_precisions(precisions: Sequence[str], **kwargs: Any) -> Profile:
+    """run_profile in each precision (`kwargs` as run_profile's), as one profile: every
+    row carries its precision; the cost is the sum; the workload is the first's."""
+    parts = [run_profile(precision=p, **kwargs) for p in precisions]
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    cost = dict(first.cost)
+    for part in parts[1:]:
+        for key in ("device_time_s", "energy_j", "wall_s", "configurations", "steps"):
+            cost[key] = cost.get(key, 0) + part.cost.get(key, 0)
+    return dataclasses.replace(
+        first,
+        rows=tuple(r for part in parts for r in part.rows),
+        unfit_batch_sizes=tuple(sorted({b for part in parts for b in part.unfit_batch_sizes})),
+        cost=cost,
+    )
+
+
 def _prior_rows(
-    prior: Optional[Profile], device: Device, model: str
+    prior: Optional[Profile], device: Device, model: str, precision: str = "fp32"
 ) -> Optional[Dict[Tuple[int, float], ProfileRow]]:
     if prior is None:
         return None
@@ -146,7 +181,7 @@ def _prior_rows(
             f"cannot reuse a profile of {prior.model} on {prior.device.get('name')} for "
             f"{model} on {device.name}"
         )
-    return {(r.batch_size, r.freq_mhz): r for r in prior.rows}
+    return {(r.batch_size, r.freq_mhz): r for r in prior.rows if r.precision == precision}
 
 
 def _rows(run: Measurer, fitting: List[int], model: str, device: str) -> List[ProfileRow]:
@@ -255,6 +290,7 @@ def _artifact(
             max_steps=settings.max_steps,
             sample_rate_hz=settings.sample_rate_hz,
             host_torch_device=run.stepper.device,
+            host_precision=run.stepper.precision,
             clock_snaps=run.snaps,
         ),
         sweep=sweep,

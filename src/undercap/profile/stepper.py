@@ -24,12 +24,15 @@ class Stepper:
         torch_device: str,
         seed: int,
         task: Optional[str] = None,
+        precision: str = "fp32",
+        simulated: bool = False,
     ) -> None:
         import torch
 
         from undercap.models.registry import model_spec
         from undercap.models.taskprobe import resolve_task, token_vocab
         from undercap.models.workload import output_classes, workload_of
+        from undercap.train.loop.precision import grad_scaler, host_precision
 
         spec = model_spec(model_name)
         torch.manual_seed(seed)
@@ -39,7 +42,17 @@ class Stepper:
         self.task = resolve_task(self.model, input_shape, task or spec.task)
         if not spec.builtin:  # the model's own output width, whatever it was asked for
             num_classes = output_classes(self.model, input_shape, self.task.name)
-        self.workload: Workload = workload_of(self.model, model_name, input_shape, self.task.name)
+        self.workload: Workload = workload_of(
+            self.model, model_name, input_shape, self.task.name, precision
+        )
+        # the arithmetic the host steps in. A simulated board's t and P come from its
+        # model in `precision`; on a CPU its host steps only exercise the model, in fp32
+        # (a 16-bit float is many times slower there and changes no number)
+        cpu_stand_in = simulated and not torch_device.startswith("cuda")
+        self.precision = (
+            "fp32" if cpu_stand_in else host_precision(precision, torch_device, simulated)
+        )
+        self.scaler = grad_scaler(self.precision, torch_device)
         self.model.to(torch_device).train()
         opt = torch.optim.AdamW if spec.optimizer == "adamw" else torch.optim.Adam
         self.optimizer = opt(self.model.parameters(), lr=1e-4)
@@ -57,13 +70,20 @@ class Stepper:
 
     def step(self) -> None:
         from undercap.models.taskprobe import forward
+        from undercap.train.loop.precision import autocast
         from undercap.train.loop.scoring import make_objective
 
         x, y = self._batch  # type: ignore[misc]
         self.optimizer.zero_grad(set_to_none=True)
-        loss = make_objective().loss(forward(self.model, self.task, x, y), y)
-        loss.backward()
-        self.optimizer.step()
+        with autocast(self.precision, self.device):
+            loss = make_objective().loss(forward(self.model, self.task, x, y), y)
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:  # fp16 as training steps it (train/loop/precision.py)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
 
     def synchronize(self) -> None:
         if self.device.startswith("cuda"):

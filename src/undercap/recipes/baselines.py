@@ -24,6 +24,7 @@ def safe_profiles(
     given: Sequence[str] = (),
     progress: bool = True,
     log: Log = stderr_log,
+    precision: str = "fp32",
 ) -> list[Profile]:
     """Profiles of every supported model on this device, from which the baselines'
     safe frequency is derived (paper Sec. 5.1: no supported model exceeds the limit).
@@ -47,6 +48,7 @@ def safe_profiles(
                     host_steps=False,
                     progress=progress,
                     log=log,
+                    precisions=(precision,),
                 )
             )
     elif not given:

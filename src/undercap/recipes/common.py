@@ -81,23 +81,27 @@ def profile_model(
     relative: Optional[Mapping[int, float]] = None,
     margin_w: Optional[float] = None,
     prior: Optional[Profile] = None,
+    precisions: Sequence[str] = ("fp32",),
 ) -> Profile:
     """Profile `model` on `device` (cached): a full sweep, or the paper's efficient
     sweep for the limit `efficient_for_w` (Sec. 4.1; `relative`, `margin_w`, `prior`:
-    profile.run_profile). host_steps=False: simulated devices give t and P from their
-    model alone. `task` says which inputs a user's model takes."""
-    from undercap.profile import ProfileSettings, run_profile
+    profile.run_profile), in each of `precisions`. host_steps=False: simulated devices
+    give t and P from their model alone. `task` says which inputs a user's model takes."""
+    from undercap.profile import ProfileSettings, profile_precisions
 
     sweep = [None if relative is None else sorted(relative.items()), margin_w]
     key = _profile_key(device, model, shape, batch_sizes, num_classes, host_steps, task, sweep)
     key.update(efficient_for_w=efficient_for_w, prior=prior and [r.to_dict() for r in prior.rows])
+    if tuple(precisions) != ("fp32",):  # keys of fp32 profiles cached before stay valid
+        key["precisions"] = list(precisions)
 
     def make() -> Dict[str, Any]:
-        return run_profile(
-            device,
-            model,
-            shape,
-            batch_sizes,
+        return profile_precisions(
+            precisions,
+            device=device,
+            model_name=model,
+            input_shape=shape,
+            batch_sizes=batch_sizes,
             num_classes=num_classes,
             power_limit_w=efficient_for_w,
             efficient=efficient_for_w is not None,
@@ -158,10 +162,11 @@ def reuse_or_profile(
     relative: Optional[Mapping[int, float]] = None,
     margin_w: Optional[float] = None,
     prior: Optional[Profile] = None,
+    precisions: Sequence[str] = ("fp32",),
 ) -> Profile:
     """The user's profile of `model` when one is given, else measure (or reuse the
     cached) profile at the shape the model trains on for `target` (`relative`,
-    `margin_w`, `prior`: profile_model)."""
+    `margin_w`, `prior`, `precisions`: profile_model)."""
     if given:
         profile = load_profile(given)
         if profile.model != model:
@@ -185,6 +190,7 @@ def reuse_or_profile(
         relative=relative,
         margin_w=margin_w,
         prior=prior,
+        precisions=precisions,
     )
 
 

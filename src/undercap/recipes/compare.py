@@ -55,8 +55,9 @@ from undercap.recipes.common import (
 from undercap.recipes.profiling import check_feasible
 from undercap.select.pooling import as_set, pooled_efficiency
 
-#: (batch_size, freq_mhz, seed, power_limit_w) -> the run (method fields filled later)
-TrainFn = Callable[[int, float, int, Optional[float]], RunRecord]
+#: (batch_size, freq_mhz, seed, power_limit_w, precision) -> the run (method fields
+#: filled later)
+TrainFn = Callable[[int, float, int, Optional[float], str], RunRecord]
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,9 @@ class CompareConfig:
             configuration's measured margin, 0: none (the paper's test).
         proxies: Several proxies (replace `proxy`): undercap's choice uses the ensemble
             rule, Algorithm 1 on their median r(b).
+        precision: The arithmetic ours and the oracle train in: `"fp32"`, `"fp16"`,
+            `"bf16"`, or `"auto"` (chosen with (b, f) among the device's).
+        baseline_precision: The baselines' (the paper's: fp32).
     """
 
     device: str
@@ -110,6 +114,15 @@ class CompareConfig:
     device_options: dict[str, Any] = field(default_factory=dict)
     power_margin_w: Optional[float] = None
     proxies: tuple[DataSpec, ...] = ()
+    precision: str = "fp32"
+    baseline_precision: str = "fp32"
+
+    def precisions(self, device: Any) -> tuple[str, ...]:
+        """What the profile measures: the baselines' precision and ours (auto: all the
+        device runs)."""
+        ours = device.precisions() if self.precision == "auto" else (self.precision,)
+        wanted = {*ours, self.baseline_precision}
+        return tuple(p for p in ("fp32", "fp16", "bf16") if p in wanted)
 
     def validate(self) -> None:
         if not self.power_limits_w:
@@ -135,19 +148,24 @@ def choose_all(
     limits: Sequence[Optional[float]],
     safe_freqs: dict[Optional[float], float],
     margin_w: Optional[float] = None,
+    precision: Optional[str] = None,
+    baseline_precision: Optional[str] = None,
 ) -> list[ChoiceRecord]:
     """Every method's configuration for every limit (select.*), each feasible with the
-    safety margin (`margin_w`, None: the profile's measured ones)."""
+    safety margin (`margin_w`, None: the profile's measured ones): the baselines in
+    `baseline_precision`, ours and the oracle in `precision` (select.core.profiles_in)."""
     from undercap.select import baseline1, baseline2, oracle, select_ours
+    from undercap.select.core import profiles_in
 
     out, m = [], margin_w
+    (base,) = profiles_in(profile, baseline_precision)
     for lim in sorted(limits, key=limit_sort_key):
         f_safe = safe_freqs[lim]
         picks = [
-            (baseline1(profile, lim, f_safe, relative=relative_proxy, margin_w=m), f_safe),
-            (baseline2(profile, relative_proxy, lim, f_safe, margin_w=m), f_safe),
-            (select_ours(profile, relative_proxy, lim, margin_w=m), None),
-            (oracle(profile, relative_target, lim, margin_w=m), None),
+            (baseline1(base, lim, f_safe, relative=relative_proxy, margin_w=m), f_safe),
+            (baseline2(base, relative_proxy, lim, f_safe, margin_w=m), f_safe),
+            (select_ours(profile, relative_proxy, lim, margin_w=m, precision=precision), None),
+            (oracle(profile, relative_target, lim, margin_w=m, precision=precision), None),
         ]
         out += [_choice_record(c, safe) for c, safe in picks]
     return out
@@ -178,13 +196,13 @@ def train_all(
     log: Log = stderr_log,
 ) -> list[RunRecord]:
     """Train every (choice, seed), tight limits first, reusing identical runs."""
-    done: dict[tuple[int, float, int], list[tuple[Optional[float], str, RunRecord]]] = {}
+    done: dict[tuple[int, float, int, str], list[tuple[Optional[float], str, RunRecord]]] = {}
     runs: list[RunRecord] = []
     ordered = sorted(choices, key=lambda c: limit_sort_key(c.power_limit_w))
     for c in ordered:
         here = f"{c.method}@{limit_label(c.power_limit_w)}"
         for seed in seeds:
-            key = (c.batch_size, c.freq_mhz, seed)
+            key = (c.batch_size, c.freq_mhz, seed, c.precision)
             prior = next(
                 (
                     (name, run)
@@ -194,8 +212,11 @@ def train_all(
                 None,
             )
             if prior is None:
-                log(f"run {here}: batch size {c.batch_size} at {c.freq_mhz:g} MHz, seed {seed}")
-                run = train_fn(c.batch_size, c.freq_mhz, seed, c.power_limit_w)
+                mixed = "" if c.precision == "fp32" else f" in {c.precision}"
+                log(
+                    f"run {here}: batch size {c.batch_size} at {c.freq_mhz:g} MHz{mixed}, seed {seed}"
+                )
+                run = train_fn(c.batch_size, c.freq_mhz, seed, c.power_limit_w, c.precision)
                 done.setdefault(key, []).append((c.power_limit_w, here, run))
                 shared_from = None
             else:
@@ -240,11 +261,15 @@ def run_comparison(
     eff_proxy, eff_target = _estimates(cfg, setup, cache, progress, log)
     save_efficiency_set(out / "efficiency-proxy.json", as_set(eff_proxy))  # several: a set
     save_efficiency(out / "efficiency-target.json", eff_target)
-    _save_selections(out, profile, eff_proxy, cfg.power_limits_w, safe, cfg.power_margin_w)
+    _save_selections(out, profile, eff_proxy, cfg, safe)
     rel = (eff_proxy.relative, eff_target.relative)
-    choices = choose_all(profile, *rel, cfg.power_limits_w, safe, cfg.power_margin_w)
+    choices = choose_all(profile, *rel, cfg.power_limits_w, safe, cfg.power_margin_w,
+                         cfg.precision, cfg.baseline_precision)  # fmt: skip
     if train_fn is None:
-        train_fn = device_train_fn(cfg, setup, eff_target.target_accuracy, cache, progress, log)
+        from undercap.recipes.device_runs import DeviceTrainer
+
+        train_fn = DeviceTrainer(cfg.device, cfg.model, cfg.target, setup, eff_target.target_accuracy,
+                                 cache, dict(cfg.device_options), progress, log)  # fmt: skip
         train_fn.clock = profile.clock  # read-only: the profile's clock is never locked
     runs = train_all(choices, cfg.seeds, train_fn, log=log)
     comparison = Comparison(
@@ -278,10 +303,12 @@ def _device_side(
     with open_device(cfg.device, seed=0, **cfg.device_options) as device:
         profile = scenario_profile(cfg, device, cache, progress, log)
         check_feasible(profile, cfg.power_limits_w, cfg.power_margin_w)
+        base = profile.in_precision(cfg.baseline_precision)
         profiles = safe_profiles(
-            device, profile, cache=cache, given=cfg.safe_profiles, progress=progress, log=log
-        )
-        safe = safe_frequencies(profiles, cfg.power_limits_w, cfg.power_margin_w, own=profile)
+            device, base, cache=cache, given=cfg.safe_profiles, progress=progress, log=log,
+            precision=cfg.baseline_precision,
+        )  # fmt: skip
+        safe = safe_frequencies(profiles, cfg.power_limits_w, cfg.power_margin_w, own=base)
         return profile, safe, device.is_simulated
 
 
@@ -289,20 +316,20 @@ def _save_selections(
     out: Path,
     profile: Profile,
     eff_proxy: Any,
-    limits: Sequence[Optional[float]],
+    cfg: CompareConfig,
     safe: dict[Optional[float], float],
-    margin_w: Optional[float] = None,
 ) -> None:
     """Ours for every limit as a selection artifact (`train --from-selection` reads it):
     selection-<limit>.json, e.g. selection-3.5W.json, selection-none.json."""
     from undercap.artifacts.selection import save_selection
     from undercap.recipes.ensemble import ensemble_selection  # one proxy: build_selection
 
-    for lim in limits:
+    for lim in cfg.power_limits_w:
         name = "none" if lim is None else f"{lim:g}W"
         sel = ensemble_selection(
-            profile, eff_proxy, lim, safe_freq_mhz=safe[lim], margin_w=margin_w
-        )
+            profile, eff_proxy, lim, safe_freq_mhz=safe[lim], margin_w=cfg.power_margin_w,
+            precision=cfg.precision,
+        )  # fmt: skip
         save_selection(out / f"selection-{name}.json", sel)
 
 
@@ -318,6 +345,7 @@ def scenario_profile(
         cache=cache,
         progress=progress,
         log=log,
+        precisions=cfg.precisions(device),
     )
 
 
@@ -365,26 +393,3 @@ def _settings(
         "safe_freq_mhz": {limit_label(k): v for k, v in safe.items()},
         "data_dir": cfg.target.data_dir,
     }
-
-
-def device_train_fn(
-    cfg: CompareConfig,
-    setup: TrainingSetup,
-    target_accuracy: float,
-    cache: Cache,
-    progress: bool,
-    log: Log,
-) -> Any:  # device_runs.DeviceTrainer, a TrainFn
-    from undercap.recipes.device_runs import DeviceTrainer
-
-    return DeviceTrainer(
-        device_name=cfg.device,
-        model=cfg.model,
-        data=cfg.target,
-        setup=setup,
-        target_accuracy=target_accuracy,
-        cache=cache,
-        device_options=dict(cfg.device_options),
-        progress=progress,
-        log=log,
-    )

@@ -47,6 +47,7 @@ def run_record(result: TrainResult, *, seed: int) -> RunRecord:
         final_freq_mhz=result.freq_mhz_final,
         train_s=result.train_time_s,
         limit_exceeded=bool(result.limit_exceeded),
+        precision=result.precision,
     )
 
 
@@ -76,7 +77,9 @@ class DeviceTrainer:
             self._splits = load_splits(self.data, "cpu")
         return self._splits
 
-    def key(self, b: int, f: float, seed: int, limit: Optional[float]) -> dict[str, Any]:
+    def key(
+        self, b: int, f: float, seed: int, limit: Optional[float], precision: str = "fp32"
+    ) -> dict[str, Any]:
         s = self.setup
         return {
             "device": self.device_name,
@@ -101,17 +104,20 @@ class DeviceTrainer:
             # which points were evaluated changes the evaluation time recorded, not the
             # run (keys made before the sparse plan existed are dense runs)
             **({"eval_schedule": "sparse"} if s.eval_schedule == "sparse" else {}),
+            **({"precision": precision} if precision != "fp32" else {}),
             "lr": s.lr,
             "b_max": max(s.batch_sizes),
             "pretrained_sha256": file_sha256(s.pretrained) if s.pretrained else None,
             "undercap_version": __version__,
         }
 
-    def __call__(self, b: int, f: float, seed: int, limit: Optional[float]) -> RunRecord:
-        entry = self.cache.entry("device-run", self.key(b, f, seed, limit))
+    def __call__(
+        self, b: int, f: float, seed: int, limit: Optional[float], precision: str = "fp32"
+    ) -> RunRecord:
+        entry = self.cache.entry("device-run", self.key(b, f, seed, limit, precision))
         result = self._cached(entry)
         if result is None:
-            result = self._train(b, f, seed, limit)
+            result = self._train(b, f, seed, limit, precision)
             if entry is not None:
                 entry.store_json(result.to_dict())
             self.trained += 1
@@ -130,11 +136,14 @@ class DeviceTrainer:
         self.log(f"  reusing finished run {entry.dir}")
         return result
 
-    def _train(self, b: int, f: float, seed: int, limit: Optional[float]) -> TrainResult:
+    def _train(
+        self, b: int, f: float, seed: int, limit: Optional[float], precision: str
+    ) -> TrainResult:
         from undercap.devices import open_device
         from undercap.train import RunOptions, TrainSpec, train
 
         plan = self.setup.plan(self.model, b, target_accuracy=self.target_accuracy, seed=seed)
+        plan = dataclasses.replace(plan, precision=precision)
         spec = TrainSpec.of(
             plan,
             freq_mhz=f if self.clock == "chosen" else None,

@@ -60,6 +60,7 @@ def ensemble_selection(
     objective: str = "time",
     energy_budget_j: Optional[float] = None,
     margin_w: Optional[float] = None,
+    precision: Optional[str] = None,
 ) -> Selection:
     """recipes.selection.build_selection on the pooled r(b) (whose Algorithm 1 choice is
     the ensemble rule's), with the rule's name and every proxy's view in extra
@@ -76,11 +77,13 @@ def ensemble_selection(
         objective=objective,
         energy_budget_j=energy_budget_j,
         margin_w=margin_w,
+        precision=precision,
     )
     if not several(eff):
         return selection
     effs = as_set(eff)
-    ens = select_ensemble(profile.with_margin(margin_w), effs.relatives, limit)
+    chosen = profile.in_precision(selection.precision).with_margin(margin_w)
+    ens = select_ensemble(chosen, effs.relatives, limit)
     if (ens.choice.batch_size, ens.choice.freq_mhz) != (selection.batch_size, selection.freq_mhz):
         raise AssertionError("the pooled r(b)'s Algorithm 1 choice is the ensemble rule's")
     extra = {**selection.extra, "ensemble": block(ens, effs)}

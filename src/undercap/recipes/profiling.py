@@ -46,6 +46,7 @@ class ProfileAsk:
     given: Optional[str] = None
     efficient_for_w: Optional[float] = None
     margin_w: Optional[float] = None
+    precision: str = "fp32"  # or fp16, bf16; "auto": every precision the device runs
 
     @property
     def staged(self) -> bool:
@@ -70,6 +71,7 @@ def profile_stage(
     if ask.staged and prior is None:
         batch_sizes = (min(batch_sizes),)  # is the limit feasible at all?
     with open_device(ask.device, seed=ask.seed, **ask.device_options) as device:
+        precisions = device.precisions() if ask.precision == "auto" else (ask.precision,)
         return reuse_or_profile(
             device,
             ask.model,
@@ -83,6 +85,7 @@ def profile_stage(
             relative=relative,
             margin_w=ask.margin_w,
             prior=prior,
+            precisions=precisions,
         )
 
 

@@ -131,6 +131,8 @@ class RunConfig:
             the target fits in this many joules.
         power_margin_w: Safety margin added to every profiled peak; None: each
             configuration's measured margin, 0: none (the paper's test).
+        precision: `"fp32"`, `"fp16"`, `"bf16"` (mixed precision), or `"auto"`: profile
+            in every precision the device runs, choose (b, f, precision) together.
     """
 
     device: str
@@ -156,6 +158,7 @@ class RunConfig:
     objective: str = "time"
     energy_budget_j: Optional[float] = None
     power_margin_w: Optional[float] = None
+    precision: str = defaults.PRECISION
 
     def __post_init__(self) -> None:
         """A cap given as a number of watts (or None) is a fixed one."""
@@ -198,7 +201,7 @@ def run(
     eff = _efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
     profile = complete(ask, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
     selection = _selection(cfg, setup, profile, eff, limit)
-    device_run = _DeviceRun.of(cfg, setup.torch_device, profile, eff)
+    device_run = _DeviceRun.of(cfg, setup.torch_device, profile.in_precision(selection.precision), eff)  # fmt: skip
     device_run.check(selection, out)  # another run's training there: refused, nothing written
     save_efficiency_set(out / "efficiency.json", as_set(eff))  # one proxy: efficiency/1
     save_profile(out / "profile.json", profile)
@@ -231,9 +234,8 @@ def _selection(
     plan = setup.plan(cfg.model, b_max, target_accuracy=cfg.target_accuracy, seed=cfg.seed,
                       data=cfg.target)  # fmt: skip
     if several(eff):
-        return ensemble_selection(
-            profile, eff, limit, training=plan.to_dict(), margin_w=cfg.power_margin_w
-        )
+        return ensemble_selection(profile, eff, limit, training=plan.to_dict(),
+                                  margin_w=cfg.power_margin_w, precision=cfg.precision)  # fmt: skip
     return build_selection(
         profile,
         eff,
@@ -242,6 +244,7 @@ def _selection(
         objective=cfg.objective,
         energy_budget_j=cfg.energy_budget_j,
         margin_w=cfg.power_margin_w,
+        precision=cfg.precision,
     )
 
 
@@ -356,6 +359,7 @@ def _profile_ask(cfg: RunConfig) -> ProfileAsk:
         given=cfg.profile,
         efficient_for_w=None if cfg.full_profile else fixed_limit_w(cfg.cap),
         margin_w=cfg.power_margin_w,
+        precision=cfg.precision,
     )
 
 

@@ -46,31 +46,38 @@ def build_selection(
     objective: str = "time",
     energy_budget_j: Optional[float] = None,
     margin_w: Optional[float] = None,
+    precision: Optional[str] = None,
 ) -> Selection:
-    """Our choice for `objective` (select/objectives.py; Algorithm 1 for time), why
-    batch sizes were left out, and both baselines (Baseline 2 picks from `proxy`,
-    default `eff`). Expected speed-ups use r(b) from `eff`."""
-    n_max, profile = eff.samples_bmax, profile.with_margin(margin_w)  # --power-margin-w
+    """Our choice for `objective` (select/objectives.py; Algorithm 1 for time) in
+    `precision` ("auto": the best of the profile's precisions), why batch sizes were
+    left out, and both baselines (Baseline 2 picks from `proxy`, default `eff`), which
+    run in fp32 where the profile has it (the paper's), else in the choice's precision.
+    Expected speed-ups use r(b) from `eff`."""
+    n_max, whole = eff.samples_bmax, profile.with_margin(margin_w)  # --power-margin-w
     choice = sel.choose(
-        profile,
+        whole,
         eff.relative,
         power_limit_w,
         objective=objective,
         energy_budget_j=energy_budget_j,
         samples_bmax=n_max,
+        precision=precision,
     )
+    profile = whole.in_precision(choice.precision)
     extra = _choice_extra(choice, profile, eff, power_limit_w, n_max, objective, energy_budget_j)
-    safe, source, why_not = _safe_freq(profile, power_limit_w, safe_freq_mhz)
+    extra["precisions_profiled"] = list(whole.precisions)
+    base = whole.in_precision("fp32" if "fp32" in whole.precisions else choice.precision)
+    safe, source, why_not = _safe_freq(base, power_limit_w, safe_freq_mhz)
     extra.update(safe_freq_mhz=safe, safe_freq_source=source)
     rel_proxy = (proxy or eff).relative
     extra["baseline1"] = _baseline(
-        lambda: sel.baseline1(profile, power_limit_w, safe, relative=eff.relative),
+        lambda: sel.baseline1(base, power_limit_w, safe, relative=eff.relative),
         choice,
         eff,
         why_not,
     )
     extra["baseline2"] = _baseline(
-        lambda: sel.baseline2(profile, rel_proxy, power_limit_w, safe), choice, eff, why_not
+        lambda: sel.baseline2(base, rel_proxy, power_limit_w, safe), choice, eff, why_not
     )
     extra.update(_margin_extra(choice, _margin_note(profile, margin_w), profile, eff))
     own = ("power_limit_w", "mean_power_w", "objective", "power_margin_w")
@@ -80,7 +87,7 @@ def build_selection(
         model=profile.model,
         device=profile.device.get("name", "unknown device"),
         simulated=profile.simulated,
-        training=dict(training or training_of(eff)),
+        training={**(training or training_of(eff)), "precision": choice.precision},
         extra=extra,
         clock=profile.clock,
     )

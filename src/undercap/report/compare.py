@@ -79,7 +79,16 @@ def _energy_cell(row: Optional[SummaryRow]) -> str:
 
 def _config_cell(c: Comparison, method: str, limit: Optional[float]) -> str:
     ch = c.choice(method, limit)
-    return "-" if ch is None else f"{ch.batch_size} @ {ch.freq_mhz:g} MHz"
+    if ch is None:
+        return "-"
+    # mixed precision named; fp32 as before precisions (the paper's tables)
+    return f"{ch.batch_size} @ {ch.freq_mhz:g} MHz" + (
+        "" if ch.precision == "fp32" else f" {ch.precision}"
+    )
+
+
+def _mixed(c: Comparison) -> bool:
+    return any(ch.precision != "fp32" for ch in c.choices)
 
 
 # --- Markdown ------------------------------------------------------------------------
@@ -114,7 +123,9 @@ def markdown_report(c: Comparison) -> str:
             ],
         ),
         "",
-        "Chosen configuration (batch size @ GPU frequency); the baselines run at the safe "
+        "Chosen configuration (batch size @ GPU frequency"
+        + (", in fp32 unless named" if _mixed(c) else "")
+        + "); the baselines run at the safe "
         "frequency, the highest at which no supported model exceeds the limit:",
         "",
         _table(

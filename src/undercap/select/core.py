@@ -13,6 +13,12 @@ against a brute force (tests/test_select.py).
 Tie-breaking (all methods): equal scores prefer the larger batch size, then the
 higher frequency; deterministic, and a larger batch means fewer optimizer steps.
 
+Precision (beyond the paper): a profile may hold rows in several precisions (fp32, and
+fp16/bf16 mixed precision); each is a table t(b, f), P(b, f) of its own, and the choice
+is made in one of them, or in each with the best taken (`precision="auto"`). r(b) is
+the same in every precision (measured: docs/results). Every other function here takes a
+profile in one precision.
+
 Safety margin (beyond the paper): a configuration is feasible only when its profiled
 peak plus a margin stays within the limit. The margin is each row's own, sized from
 what profiling observed (profile/margin.py: the sensor's noise and the peak's spread
@@ -23,9 +29,10 @@ for every row (`--power-margin-w`; 0 restores the paper's test peak <= limit).
 import math
 import numbers
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from undercap.artifacts import Profile, ProfileRow
+from undercap.defaults import PRECISIONS
 from undercap.errors import ArtifactError, InfeasibleError, UndercapError
 
 OURS = "ours"
@@ -55,6 +62,7 @@ class Choice:
     mean_power_w: Optional[float] = None  # the profile's mean power: energy = P * t * r
     objective: str = "time"  # what `score` measures (select/objectives.py)
     power_margin_w: Optional[float] = None  # the safety margin its feasibility used
+    precision: str = "fp32"  # the arithmetic of the profile rows it was chosen from
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -92,6 +100,11 @@ def _by_batch(profile: Profile) -> Dict[int, List[ProfileRow]]:
     the rows, since a Profile can be built in code without artifacts' checks."""
     if not profile.rows:
         raise ArtifactError(f"profile of {profile.model} has no rows; re-run the profile")
+    if len(profile.precisions) > 1:
+        raise ArtifactError(
+            f"the profile of {profile.model} holds rows in {', '.join(profile.precisions)}: "
+            "choose in one precision (--precision), or in each with --precision auto"
+        )
     groups: Dict[int, List[ProfileRow]] = {}
     for r in profile.rows:
         values = (r.freq_mhz, r.time_per_sample_s, r.peak_power_w)
@@ -166,16 +179,51 @@ def _choice(
         power_limit_w=limit,
         mean_power_w=row.mean_power_w,
         power_margin_w=margin_of(row, margin_w),
+        precision=row.precision,
     )
 
 
 def _best(choices: Iterable[Choice]) -> Optional[Choice]:
-    """Lowest score; ties prefer larger b, then higher f (module docstring)."""
+    """Lowest score; ties prefer larger b, then higher f, then fp32 (module docstring)."""
+    order = {p: i for i, p in enumerate(PRECISIONS)}
     return min(
         choices,
-        key=lambda c: (c.score, -c.batch_size, -c.freq_mhz),
+        key=lambda c: (c.score, -c.batch_size, -c.freq_mhz, order.get(c.precision, 9)),
         default=None,
     )
+
+
+AUTO = "auto"
+
+
+def profiles_in(profile: Profile, precision: Optional[str]) -> List[Profile]:
+    """The single-precision profiles a choice is made among: `precision`'s rows;
+    "auto": every precision's; None: the profile's one precision, fp32 where it has
+    several."""
+    if precision == AUTO:
+        return [profile.in_precision(p) for p in profile.precisions]
+    if precision is None:
+        precision = profile.precisions[0] if len(profile.precisions) == 1 else "fp32"
+    if precision not in PRECISIONS:
+        raise UndercapError(f"unknown precision {precision!r}; use {', '.join(PRECISIONS)} or auto")
+    return [profile.in_precision(precision)]
+
+
+def best_over_precisions(
+    profile: Profile, precision: Optional[str], choose_in: Callable[[Profile], Choice]
+) -> Choice:
+    """`choose_in` in each single-precision profile (profiles_in), the best kept; where
+    none is feasible, the error of the precision that comes closest."""
+    choices, errors = [], []
+    for sub in profiles_in(profile, precision):
+        try:
+            choices.append(choose_in(sub))
+        except InfeasibleError as e:
+            errors.append((lowest_feasible_power_w(sub), e))
+    best = _best(choices)
+    if best is not None:
+        return best
+    raise min(errors, key=lambda x: x[0])[1]
 
 
 # --- Algorithm 1 (Sec. 4.3) -------------------------------------------------------
@@ -190,7 +238,8 @@ def lowest_feasible_power_w(
     wanted = None if batch_sizes is None else set(batch_sizes)
     peaks = [
         r.peak_power_w + margin_of(r, margin_w)
-        for rows in _by_batch(profile).values()
+        for p in profile.precisions
+        for rows in _by_batch(profile.in_precision(p)).values()
         for r in rows
         if wanted is None or r.batch_size in wanted
     ]
@@ -228,9 +277,13 @@ def select_ours(
     power_limit_w: Optional[float],
     *,
     margin_w: Optional[float] = None,
+    precision: Optional[str] = None,
 ) -> Choice:
-    """The paper's Algorithm 1 with r(b) estimated on a proxy dataset (Sec. 4.3)."""
-    return _select(profile, relative, power_limit_w, OURS, margin_w)
+    """The paper's Algorithm 1 with r(b) estimated on a proxy dataset (Sec. 4.3), in
+    `precision` (profiles_in: "auto" chooses among the profile's precisions too)."""
+    return best_over_precisions(
+        profile, precision, lambda p: _select(p, relative, power_limit_w, OURS, margin_w)
+    )
 
 
 def oracle(
@@ -239,10 +292,13 @@ def oracle(
     power_limit_w: Optional[float],
     *,
     margin_w: Optional[float] = None,
+    precision: Optional[str] = None,
 ) -> Choice:
     """The fastest configuration (Sec. 5): Algorithm 1 with the true r(b) measured
     by training on the target data itself; an upper bound, not a usable method."""
-    return _select(profile, relative_target, power_limit_w, ORACLE, margin_w)
+    return best_over_precisions(
+        profile, precision, lambda p: _select(p, relative_target, power_limit_w, ORACLE, margin_w)
+    )
 
 
 def _select(

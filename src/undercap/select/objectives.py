@@ -35,6 +35,7 @@ from undercap.select.core import (
     _choice,
     _select,
     _within,
+    best_over_precisions,
     check_power_limit_w,
 )
 
@@ -95,8 +96,10 @@ def choose(
     samples_bmax: Optional[float] = None,
     method: str = OURS,
     margin_w: Optional[float] = None,
+    precision: Optional[str] = None,
 ) -> Choice:
-    """The feasible configuration that is best for `objective`: `"time"` minimises
+    """In `precision` (select/core.py profiles_in; "auto": among the profile's
+    precisions too), the feasible configuration that is best for `objective`: `"time"` minimises
     t(b, f) * r(b) (Algorithm 1), `"energy"` the mean board power times that, `"edp"`
     energy x time. With `energy_budget_j` (a battery; needs `samples_bmax`, N(b_max)),
     the fastest configuration whose energy to the target fits the budget. Feasible:
@@ -106,6 +109,20 @@ def choose(
     margin_w = _check_margin(margin_w)
     if objective not in OBJECTIVES:
         raise UndercapError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+    args = (relative, limit, objective, energy_budget_j, samples_bmax, method, margin_w)
+    return best_over_precisions(profile, precision, lambda p: _choose(p, *args))
+
+
+def _choose(
+    profile: Profile,
+    relative: Mapping[int, float],
+    limit: Optional[float],
+    objective: str,
+    energy_budget_j: Optional[float],
+    samples_bmax: Optional[float],
+    method: str,
+    margin_w: Optional[float],
+) -> Choice:
     if energy_budget_j is not None:
         return _within_budget(
             profile, relative, limit, energy_budget_j, samples_bmax, method, margin_w

@@ -299,6 +299,7 @@ def capped(
     eval_log: Any = None,
     tensorboard_dir: Any = None,
     switch_batch: bool = True,
+    precision: Optional[str] = None,
     **removed: Any,
 ) -> Capped:
     """A context manager for a training loop of your own under a power cap, run at
@@ -312,15 +313,18 @@ def capped(
     re-read `batch_size` and `lr()` after each step. `eval_log` (.csv, .jsonl),
     `tensorboard_dir`: every `report()`. Read-only clocks are used as found, the guard
     stepping `batch_size` down over the cap (`switch_batch=False` where your loop
-    cannot: an excess is then recorded and warned about)."""
+    cannot: an excess is then recorded and warned about). `precision` is what your loop
+    trains in ("fp32", or "fp16"/"bf16" under torch.autocast; None: the selection's or
+    the profile's): the choice is made in it, and a simulated device charges its rate."""
     reject_removed(removed, "capped")
     spec, reselector = chosen(
         selection, batch_size=batch_size, max_batch_size=max_batch_size, freq_mhz=freq_mhz,
         power_limit_w=power_limit_w, profile=profile, relative=relative, proxies=proxies,
         target_accuracy=target_accuracy, guard_window_s=guard_window_s, objective=objective,
         energy_budget_j=energy_budget_j, samples_bmax=samples_bmax, power_schedule=power_schedule,
+        precision=precision,
     )  # fmt: skip
-    fits = _fitting(device, workload, model, input_shape, task, spec.batch_size)
+    fits = _fitting(device, workload, model, input_shape, task, spec.batch_size, spec.precision)
     return Capped(
         device,
         spec,
@@ -348,6 +352,7 @@ def chosen(
     energy_budget_j: Optional[float] = None,
     samples_bmax: Optional[float] = None,
     power_schedule: Any = None,
+    precision: Optional[str] = None,
 ) -> Tuple[TrainSpec, Optional[Reselector]]:
     """What `capped()` (and a trainer callback, before its trainer is built) runs at:
     the TrainSpec (train/spec.choose_spec) and, for a cap that changes, what re-selects."""
@@ -356,21 +361,23 @@ def chosen(
         relative = median_relative(proxies, relative)
     given = (batch_size, freq_mhz, max_batch_size, target_accuracy)
     cap = cap_from(power_limit_w, power_schedule)
-    spec = choose_spec(selection, cap, given, guard_window_s, profile, relative, obj)
-    return spec, reselector_from(spec.cap, profile, relative, obj)
+    spec = choose_spec(selection, cap, given, guard_window_s, profile, relative, obj, precision)
+    return spec, reselector_from(spec.cap, profile, relative, obj, spec.precision)
 
 
-def _fitting(
-    device: Device, workload: Any, model: Any, input_shape: Any, task: Any, batch_size: int
-) -> Any:
-    """The workload a simulated device charges (counted from `model` if not given), checked
-    to fit the device's memory at `batch_size`."""
+def _fitting(device: Device, workload: Any, model: Any, input_shape: Any, task: Any,
+             batch_size: int, precision: str = "fp32") -> Any:  # fmt: skip
+    """The workload a simulated device charges (counted from `model` in `precision`
+    if not given), fitting its memory at `batch_size`, in a precision it runs."""
+    from undercap.train.loop.precision import check_precision
+
+    check_precision(device, precision)
     if workload is None and model is not None and device.is_simulated:
         if input_shape is None:
             raise UndercapError("capped(model=...) on a simulated device needs input_shape=")
         from undercap.models.workload import workload_of
 
-        workload = workload_of(model, type(model).__name__, input_shape, task)
+        workload = workload_of(model, type(model).__name__, input_shape, task, precision)
     if workload is not None:
         device.check_fits(workload, batch_size)
     return workload

@@ -24,7 +24,7 @@ _REMOVED = tuple(REMOVED_IN_0_3)  # capped() keywords 0.3.0 removed: one line ea
 _CHOSEN = (
     "batch_size", "max_batch_size", "freq_mhz", "power_limit_w", "profile", "relative",
     "proxies", "guard_window_s", "objective", "energy_budget_j", "samples_bmax",
-    "power_schedule",
+    "power_schedule", "precision",
 )  # fmt: skip
 
 
@@ -53,11 +53,29 @@ class CapDriver:
         # made now, so the trainer can be built with its batch size and lr(); the
         # handle is made when training starts (attach), from these as they are
         mine = {k: kw.pop(k) for k in list(kw) if k in _CHOSEN}
-        self.spec, self._reselector = chosen(selection, target_accuracy=target_accuracy, **mine)
+        self._chosen = dict(mine, target_accuracy=target_accuracy)
+        self.spec, self._reselector = chosen(selection, **self._chosen)
         self.input_shape, self.task, self.kwargs = input_shape, task, kw
         self.cap: Any = None
         self._model = model
         self._entered = self._paused = False
+
+    def trainer_precision(self, precision: str, where: str) -> None:
+        """The precision the trainer trains in (its own setting, `where`), known before
+        its batch size is fixed: a choice made from a profile is made again in it where
+        no precision was given; a selection for another precision is one warning."""
+        if "precision" in self._chosen or precision == self.spec.precision:
+            return
+        from undercap.train.api import chosen
+        from undercap.train.spec import warn_precision
+
+        if self.selection is None and self._chosen.get("profile") is not None:
+            self.spec, self._reselector = chosen(None, **dict(self._chosen, precision=precision))
+            return
+
+        warn_precision(
+            self.spec.precision, precision, f"{where} trains in {precision}; the choice is for"
+        )
 
     # --- what the trainer is built with ------------------------------------------------
     @property

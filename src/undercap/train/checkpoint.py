@@ -139,8 +139,9 @@ def run_identity(spec: "TrainSpec", data: "Splits", device: str) -> Dict[str, An
     sha = None if spec.pretrained is None else file_sha256(spec.pretrained, what="weights file")
     recipe = (spec.optimizer_factory, spec.lr_scheduler, spec.train_step)
     loop = dataclasses.asdict(spec.loop_config())
-    if not loop["deterministic"]:  # checkpoints from before the switch existed resume
-        del loop["deterministic"]
+    for key, default in (("deterministic", False), ("precision", "fp32")):
+        if loop[key] == default:  # checkpoints from before the switch existed resume
+            del loop[key]
     return {
         **loop,
         "model": spec.model,

@@ -10,7 +10,9 @@
         trainer.train()
     print(cb.result())
 
-* when the Trainer is built (`on_init_end`): the selected batch size becomes
+* when the Trainer is built (`on_init_end`): its `bf16`/`fp16` arguments say the
+  precision it trains in (a choice from a profile is made in it; a selection for
+  another precision is one warning line naming both); the selected batch size becomes
   `per_device_train_batch_size` (divided by `gradient_accumulation_steps`; from
   transformers 5 on the Trainer has fixed its batch size by then, so build the
   arguments with `per_device_train_batch_size=cb.batch_size`: `on_train_begin`
@@ -75,6 +77,14 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
 
     # --- Trainer events ------------------------------------------------------------------
     def on_init_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        mixed = (
+            "bf16"
+            if getattr(args, "bf16", False)
+            else "fp16"
+            if getattr(args, "fp16", False)
+            else "fp32"
+        )
+        self.driver.trainer_precision(mixed, "TrainingArguments")  # before the batch size
         b, accum = self.driver.batch_size, int(args.gradient_accumulation_steps)
         if b % accum:
             raise UndercapError(

@@ -71,6 +71,7 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
+        self.driver.trainer_precision(_precision(trainer), "Trainer(precision=...)")
         if self.driver.input_shape is not None or not self.driver.device.is_simulated:
             self.driver.attach(pl_module)  # else at on_train_start, from the loader's data
         for holder in (getattr(trainer, "datamodule", None), pl_module):
@@ -108,6 +109,13 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self.driver.end()
+
+
+def _precision(trainer: Any) -> str:
+    """undercap's name for the Trainer's precision: "bf16-mixed"/"bf16-true" -> bf16,
+    "16-mixed"/"16-true" -> fp16, anything else ("32-true", "64-true") -> fp32."""
+    text = str(getattr(trainer, "precision", "32-true"))
+    return "bf16" if "bf16" in text else "fp16" if text.startswith("16") else "fp32"
 
 
 def _scale_lrs(trainer: Any, factor: float) -> None:

@@ -6,14 +6,11 @@ in the efficiency estimate (paper Sec. 4.2). It is driven like a loop of your ow
 through the handle `capped()` gives one (api.Capped), whose session locks the chosen
 frequency (restored on every exit path), samples power, holds the guard and accounts
 device time and energy per step; when the cap makes the batch size change, the
-handle's `step()` says so and the driver here applies it to the loop. Evaluation is
-not charged to training: it happens while the handle is paused, and is reported
-beside it, as device time (`eval_time_s`: a simulated device's model of the forward
-passes, the wall clock on hardware) and host time.
-
+handle's `step()` says so and the driver here applies it to the loop. Evaluation,
+while the handle is paused, is reported beside training as device time (`eval_time_s`:
+a simulated device's model of the forward passes, the wall clock on hardware).
 Checkpoints (checkpoint.py) are written at step boundaries where no evaluation is
-pending, or right after an evaluation, so a resumed run repeats exactly the steps
-and evaluations the killed one would have made.
+pending, or right after one, so a resumed run repeats the killed one's steps exactly.
 """
 
 import contextlib
@@ -323,17 +320,18 @@ class _Prepared:
         from undercap.models.workload import workload_of
         from undercap.train.loop import Trainer, resolve_torch_device
         from undercap.train.loop.evalplan import look_order, plan_for
+        from undercap.train.loop.precision import on_device
 
         identity = run_identity(spec, data, device.name)  # validates the spec first
         tdev = resolve_torch_device(spec.torch_device)
+        host, warnings = on_device(device, spec.precision, tdev)
         model, init = initial_model(
             spec.model, data, init_seed=spec.seed, pretrained=spec.pretrained
         )
-        trainer = Trainer(model, data.to(tdev), spec.loop_config(), tdev)
+        trainer = Trainer(model, data.to(tdev), spec.loop_config(host), tdev)
         trainer.plan = plan_for(spec)
         if trainer.plan is not None:
             trainer.reorder_eval(look_order(trainer.eval_items, spec.seed))
-        warnings = []
         if not device.is_simulated and tdev == "cpu":
             warnings.append(
                 "training ran on the host CPU (torch sees no CUDA GPU), not on the GPU "
@@ -341,7 +339,7 @@ class _Prepared:
             )
         return cls(
             spec, device, data.name, trainer,
-            workload_of(model, spec.model, data.input_shape, data.task),
+            workload_of(model, spec.model, data.input_shape, data.task, spec.precision),
             torch.cuda.synchronize if tdev.startswith("cuda") else None,
             identity, device.info().to_dict(), init, tdev, warnings,
         )  # fmt: skip
@@ -387,6 +385,8 @@ class _Prepared:
             provenance=provenance(seed=spec.seed, device=self.device.name),
             eval_time_s=acc["eval_time_s"],
             evaluation=self.trainer.evaluation(),
+            precision=spec.precision,
+            host_precision=self.trainer.cfg.precision,
         )
 
     def _config(self) -> Dict[str, Any]:

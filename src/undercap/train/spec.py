@@ -76,6 +76,8 @@ class Plan(UserCode, _Run):
             uninterrupted one on CUDA too (slower on CUDA).
         data: The data the plan was made for (a DataSpec's key), where it is known:
             `train --from-selection` loads it when no `--dataset` is given.
+        precision: The arithmetic to train in: `"fp32"`, or mixed precision in
+            `"fp16"` (with loss scaling) or `"bf16"`.
     """
 
     max_samples: int = defaults.TRAIN_MAX_SAMPLES
@@ -90,6 +92,7 @@ class Plan(UserCode, _Run):
     # deterministic torch (loop.deterministic_torch): resume exact on CUDA too, slower
     deterministic: bool = False
     data: Optional[Dict[str, Any]] = dataclasses.field(default=None, hash=False)
+    precision: str = defaults.PRECISION
 
     @property
     def b_max(self) -> int:
@@ -118,6 +121,10 @@ class Plan(UserCode, _Run):
             raise UndercapError(
                 f"target accuracy {self.target_accuracy} must be a fraction in (0, 1]"
             )
+        if self.precision not in defaults.PRECISIONS:
+            raise UndercapError(
+                f"precision {self.precision!r}: use {', '.join(defaults.PRECISIONS)}"
+            )
 
     def to_dict(self) -> Dict[str, Any]:
         """The selection's `training` block: every field but the batch size (the
@@ -142,6 +149,7 @@ class Plan(UserCode, _Run):
         model = selection.model or given.pop("model", None)
         given.pop("model", None)
         target = given.pop("target_accuracy", None)
+        given["precision"] = selection.precision  # the choice's, at the selection's top
         return Plan(
             model=None if model is None else str(model),
             batch_size=selection.batch_size,
@@ -157,8 +165,10 @@ class Plan(UserCode, _Run):
         base_lr = self.base_lr if self.base_lr is not None else model_spec(self.model).base_lr
         return scaled_lr(base_lr, batch_size, self.b_max)
 
-    def loop_config(self) -> "LoopConfig":
-        """The loop's settings, as the estimate sets them (sqrt LR scaling, Sec. 4.2)."""
+    def loop_config(self, host_precision: Optional[str] = None) -> "LoopConfig":
+        """The loop's settings, as the estimate sets them (sqrt LR scaling, Sec. 4.2);
+        `host_precision`: what the host trains in where it stands in for the device's
+        (train/loop/precision.host_precision)."""
         from undercap.models.registry import model_spec
         from undercap.train.loop import LoopConfig
 
@@ -178,6 +188,7 @@ class Plan(UserCode, _Run):
             recipe=self.recipe(),
             deterministic=self.deterministic,
             eval_batch_size=defaults.TRAIN_EVAL_BATCH,
+            precision=host_precision or self.precision,
         )
 
     def recipe(self) -> Recipe:
@@ -217,6 +228,7 @@ class TrainSpec(Plan):
         seed: Seed of the initial weights and the data order.
         deterministic: Deterministic torch (a resume is exact on CUDA too; slower).
         data: The data the plan was made for (a DataSpec's key), where it is known.
+        precision: The arithmetic to train in: `"fp32"`, `"fp16"` or `"bf16"`.
         freq_mhz: GPU clock to lock; None: leave the clocks as they are.
         cap: The power cap the guard holds (`undercap.train.cap`): a fixed limit
             (`FixedCap`, the default none), a schedule or a live source, which
@@ -309,11 +321,14 @@ def choose_spec(
     profile: Any,
     relative: Optional[Mapping[int, float]],
     objective: Mapping[str, Any],
+    precision: Optional[str] = None,
 ) -> TrainSpec:
     """What a loop of your own runs at (the model is the loop's: None): a TrainSpec
     made already as it is; else a selection's (its limit where no cap is given); else
-    the objective's choice (Algorithm 1 for time) under `cap` on a profile and r(b);
-    else the batch size and clock `given` (with b_max and the target)."""
+    the objective's choice (Algorithm 1 for time) under `cap` on a profile and r(b), in
+    `precision` (None: the profile's, select.core.profiles_in); else the batch size
+    and clock `given` (with b_max and the target). `precision` is what the loop trains
+    in; a selection made for another is trained as it is, with a warning."""
     batch_size, freq_mhz, max_batch_size, target_accuracy = given
     if isinstance(selection, TrainSpec):
         if cap != NO_CAP or given != (None, None, None, None):
@@ -326,17 +341,31 @@ def choose_spec(
     if selection is not None:
         sel = selection if isinstance(selection, Selection) else load_selection(selection)
         spec = TrainSpec.from_selection(sel, cap=None if cap == NO_CAP else cap)
+        warn_precision(spec.precision, precision)
         return dataclasses.replace(spec, **mine)
     if profile is not None and relative is not None:
-        return _chosen(cap, as_profile(profile), relative, objective, mine)
+        return _chosen(
+            cap, as_profile(profile), relative, {**objective, "precision": precision}, mine
+        )
     if batch_size is None:
         raise UndercapError(
             "capped() needs a selection, or a profile and r(b) (relative=) with a power "
             "limit, or a batch_size"
         )
     return TrainSpec(
-        batch_size=batch_size, freq_mhz=freq_mhz, cap=cap, max_batch_size=max_batch_size, **mine
-    )
+        batch_size=batch_size, freq_mhz=freq_mhz, cap=cap, max_batch_size=max_batch_size,
+        precision=precision or defaults.PRECISION, **mine,
+    )  # fmt: skip
+
+
+def warn_precision(chosen: str, trained: Optional[str], loop: str = "the loop") -> None:
+    """One warning line where the loop trains in another precision than was chosen for."""
+    if trained is not None and trained != chosen:
+        print(
+            f"warning: the selection is for {chosen}, but {loop} trains in {trained}: its "
+            f"times and power were measured in {chosen}; select again in {trained}",
+            file=__import__("sys").stderr,
+        )
 
 
 def _chosen(
@@ -347,13 +376,16 @@ def _chosen(
 
     limit_w = fixed_limit_w(cap)  # a cap that changes: its follower chooses at the start
     choice = choose(prof, relative, limit_w, **objective)
-    ladder = tuple(c.batch_size for c in per_batch(prof, relative, limit_w))
+    ladder = tuple(
+        c.batch_size for c in per_batch(prof.in_precision(choice.precision), relative, limit_w)
+    )
     return TrainSpec(
         batch_size=choice.batch_size,
         freq_mhz=choice.freq_mhz if prof.clock == "chosen" else None,
         cap=cap,
         max_batch_size=max(relative),
         batch_ladder=ladder,
+        precision=choice.precision,
         **mine,
     )
 

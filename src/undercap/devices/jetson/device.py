@@ -282,6 +282,13 @@ class JetsonDevice(RestoresOnCrash, Device):
         if state.get("railgate_enable") is not None:
             self._set_railgate(str(state["railgate_enable"]))
 
+    def precisions(self) -> Tuple[str, ...]:
+        """By GPU: Maxwell gm20b (5.3), Pascal gp10b (6.2) and Volta gv11b (7.2) run
+        FP16 at speed; Ampere ga10b (8.7) also BF16 (compute capabilities: CUDA C
+        Programming Guide, Jetson boards)."""
+        arch = _gpu_arch(self.node) or ""
+        return ("fp32", "fp16", "bf16") if arch.startswith("ga") else ("fp32", "fp16")
+
     # --- sensors --------------------------------------------------------------------
     def power_w(self) -> float:
         return self.power.board_power_w()

@@ -136,6 +136,9 @@ class SimulatedDevice(Device):
             )
 
     # --- model ----------------------------------------------------------------------
+    def precisions(self) -> Tuple[str, ...]:
+        return self.spec.precision_names
+
     @property
     def idle_power_w(self) -> float:
         """Board input power with the GPU idle (rail-gated), noise-free."""

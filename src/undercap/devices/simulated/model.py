@@ -7,7 +7,9 @@ FLOP and byte counts of the model). No torch.
 Time of one training step at batch size b and GPU clock f (a roofline with fixed
 per-step costs, Williams et al., CACM 2009 "Roofline"):
 
-    peak_flops(f)   = cores * 2 * f                      (one FP32 FMA per core per cycle)
+    peak_flops(f)   = cores * k_p * f                    (k_p FLOPs per core per cycle:
+                                                          2 for FP32, one FMA; a 16-bit
+                                                          precision's from the spec)
     occupancy(b)    = b*p / (b*p + cores*h)              (p: parallel elements per kernel
                                                           and sample; h: half-saturation
                                                           elements per core)
@@ -16,6 +18,11 @@ per-step costs, Williams et al., CACM 2009 "Roofline"):
     t_optimizer     = optimizer_bytes_per_step / (bandwidth * efficiency)
     t_kernels       = max(t_compute, t_traffic) + t_optimizer
     t_step          = t_kernels + kernels_per_step * launch_s + host_overhead_s
+
+Mixed precision (fp16, bf16) takes the spec's rate and efficiency for it (FP16x2 CUDA
+cores, Tensor Cores) and a workload counted under autocast (16-bit activations, cast
+kernels); a precision the spec lacks is one the board cannot run. Power is the same
+formula: while computing, the GPU draws what FP32 draws at that clock, for less time.
 
 Weights are read in forward and backward and gradients written once per step (3 x
 param bytes), and Adam's update is a separate memory-bound pass, so both cost the
@@ -64,7 +71,8 @@ from undercap.artifacts.io import read_toml
 from undercap.artifacts.workload import Workload
 from undercap.errors import DeviceError
 
-BYTES_PER_ELEMENT = 4  # fp32 activations
+#: bytes per activation element: fp32, else a 16-bit float (autocast)
+BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 @dataclass(frozen=True)
@@ -101,10 +109,28 @@ class SimSpec:
     noise_frac: float
     ripple_frac: float
     sensor_window_s: float
+    #: 16-bit precisions the GPU runs: name -> (FLOPs per core per cycle, efficiency)
+    precisions: Tuple[Tuple[str, float, float], ...] = ()
 
     @property
     def fmax_mhz(self) -> float:
         return self.freqs_mhz[-1]
+
+    @property
+    def precision_names(self) -> Tuple[str, ...]:
+        return ("fp32",) + tuple(p for p, _, _ in self.precisions)
+
+    def rate(self, precision: str) -> Tuple[float, float]:
+        """(FLOPs per core per cycle, compute efficiency) in `precision`."""
+        if precision == "fp32":
+            return 2.0, self.compute_efficiency
+        for name, flops, efficiency in self.precisions:
+            if name == precision:
+                return flops, efficiency
+        raise DeviceError(
+            f"the simulated {self.name} has no {precision}; it runs "
+            f"{', '.join(self.precision_names)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -168,7 +194,17 @@ def load_spec(path: Union[str, Path]) -> SimSpec:
         noise_frac=get.num("sensor.noise_frac", allow_zero=True),
         ripple_frac=get.num("sensor.ripple_frac", allow_zero=True),
         sensor_window_s=get.num("sensor.window_s", allow_zero=True),
+        precisions=_precisions(get, raw),
     )
+
+
+def _precisions(get: "_Getter", raw: Dict[str, Any]) -> Tuple[Tuple[str, float, float], ...]:
+    """[precision.<name>] tables: the 16-bit precisions the board runs, in a fixed order."""
+    for name in sorted(set(raw.get("precision") or {}) - {"fp16", "bf16"}):
+        raise DeviceError(f"device spec {get.path}: unknown precision {name!r}")
+    rate = [(p, f"precision.{p}.") for p in ("fp16", "bf16") if p in (raw.get("precision") or {})]
+    keys = ("flops_per_core_cycle", "compute_efficiency")
+    return tuple((p, *(get.num(at + k) for k in keys)) for p, at in rate)  # type: ignore[misc]
 
 
 class _Getter:
@@ -223,14 +259,19 @@ def voltage_v(spec: SimSpec, freq_mhz: float) -> float:
     return float(np.interp(freq_mhz, spec.voltage_mhz, spec.voltage_v))
 
 
-def peak_flops(spec: SimSpec, freq_mhz: float) -> float:
-    """FP32 peak: one fused multiply-add (2 FLOPs) per CUDA core per cycle."""
-    return spec.cores * 2.0 * freq_mhz * 1e6
+def peak_flops(spec: SimSpec, freq_mhz: float, precision: str = "fp32") -> float:
+    """Peak FLOP rate in `precision`: FP32 is one fused multiply-add (2 FLOPs) per CUDA
+    core per cycle; a 16-bit precision's rate is the spec's."""
+    return spec.cores * spec.rate(precision)[0] * freq_mhz * 1e6
+
+
+def _effective_flops(spec: SimSpec, freq_mhz: float, precision: str) -> float:
+    return peak_flops(spec, freq_mhz, precision) * spec.rate(precision)[1]
 
 
 def occupancy(spec: SimSpec, workload: Workload, batch_size: int) -> float:
     """Fraction of the GPU's throughput a step can use at this batch size, in (0, 1)."""
-    per_sample = workload.activation_bytes_per_sample / BYTES_PER_ELEMENT
+    per_sample = workload.activation_bytes_per_sample / BYTES_PER_ELEMENT[workload.precision]
     per_kernel = per_sample / max(1, workload.kernels_per_step)
     work = batch_size * per_kernel
     half = spec.cores * spec.half_saturation_elements_per_core
@@ -262,7 +303,7 @@ def step_model(spec: SimSpec, workload: Workload, batch_size: int, freq_mhz: flo
     occ = occupancy(spec, workload, b)
     bandwidth = spec.bandwidth_bytes_per_s * spec.bandwidth_efficiency
     t_compute = (
-        b * workload.flops_per_sample / (peak_flops(spec, freq_mhz) * spec.compute_efficiency * occ)
+        b * workload.flops_per_sample / (_effective_flops(spec, freq_mhz, workload.precision) * occ)
     )
     traffic = b * workload.traffic_bytes_per_sample + 3.0 * workload.param_bytes
     t_traffic = traffic / bandwidth
@@ -310,7 +351,7 @@ def eval_pass_s(
         b = min(left, int(batch_size))
         occ = occupancy(spec, workload, b)
         flops = FORWARD_SHARE * b * workload.flops_per_sample
-        t_compute = flops / (peak_flops(spec, freq_mhz) * spec.compute_efficiency * occ)
+        t_compute = flops / (_effective_flops(spec, freq_mhz, workload.precision) * occ)
         traffic = FORWARD_SHARE * b * workload.traffic_bytes_per_sample + workload.param_bytes
         launches = math.ceil(FORWARD_SHARE * workload.kernels_per_step)
         total += max(t_compute, traffic / bandwidth) + launches * spec.kernel_launch_s

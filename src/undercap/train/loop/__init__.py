@@ -28,24 +28,12 @@ from torch import nn
 
 from undercap import defaults
 from undercap.data.base import Splits
-from undercap.errors import UndercapError
 from undercap.models.recipe import Recipe, lr_scale
 from undercap.train.loop.fold import FoldCache
+from undercap.train.loop.precision import autocast, grad_scaler
+from undercap.train.loop.precision import resolve_torch_device as resolve_torch_device
 from undercap.train.loop.repro import deterministic_torch, kill_after_samples, set_cublas_workspace
 from undercap.train.loop.scoring import Scored, Stop, check_outputs, make_objective, score_until
-
-
-def resolve_torch_device(name: str) -> str:
-    """'auto' -> 'cuda' when torch has a usable GPU, else 'cpu'; 'cuda' must exist."""
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UndercapError(
-            f"--torch-device {name}: torch sees no CUDA GPU; use --torch-device cpu or auto"
-        )
-    if name != "cpu" and not name.startswith("cuda"):
-        raise UndercapError(f"--torch-device {name!r}: use auto, cpu or cuda[:N]")
-    return name
 
 
 def scaled_lr(base_lr: float, batch_size: int, max_batch_size: int) -> float:
@@ -79,6 +67,9 @@ class LoopConfig:
     eval_batch_size: int = 512
     eval_channels_last: bool = False
     eval_fold_bn: bool = False
+    # The arithmetic the host trains and evaluates in (train/loop/precision.py): fp32, or
+    # autocast to fp16 (with a GradScaler) or bf16
+    precision: str = "fp32"
 
 
 @dataclass(frozen=True)
@@ -139,6 +130,7 @@ class Trainer:
 
         self.optimizer = make_optimizer(self.model, self.cfg)
         self.scheduler, self._user_step = self._recipe_parts()
+        self.scaler = grad_scaler(self.cfg.precision, self.torch_device)
         self._gen = torch.Generator().manual_seed(self.cfg.seed)
         self._perm = torch.randperm(self.data.n_train, generator=self._gen)
         self._pos = 0
@@ -207,13 +199,20 @@ class Trainer:
         y = self.data.y_train[idx].to(self.torch_device, non_blocking=True)
         t0 = time.perf_counter()
         self.model.train()
-        if self._user_step is not None:
-            self._user_step(self.model, x, y, self.optimizer, self.objective.loss)
+        if self._user_step is not None:  # your step runs under autocast; fp16's scaling is yours
+            with autocast(self.cfg.precision, self.torch_device):
+                self._user_step(self.model, x, y, self.optimizer, self.objective.loss)
         else:
             self.optimizer.zero_grad(set_to_none=True)
-            loss = self.objective.loss(self.model(x), y)
-            loss.backward()
-            self.optimizer.step()
+            with autocast(self.cfg.precision, self.torch_device):
+                loss = self.objective.loss(self.model(x), y)
+            if self.scaler is None:
+                loss.backward()
+                self.optimizer.step()
+            else:  # fp16: the loss scaled up, the step skipped where gradients overflowed
+                self.scaler.scale(loss).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
         if self.scheduler is not None:
             self.scheduler.step()
         self.train_wall_s += time.perf_counter() - t0
@@ -232,15 +231,16 @@ class Trainer:
             if pick is None
             else (self._x_eval[pick], self._y_eval[pick])
         )
-        done = score_until(
-            model,
-            x,
-            y,
-            objective=self.objective,
-            batch_size=self.cfg.eval_batch_size,
-            device=self.torch_device,
-            stop=stop,
-        )
+        with autocast(self.cfg.precision, self.torch_device):
+            done = score_until(
+                model,
+                x,
+                y,
+                objective=self.objective,
+                batch_size=self.cfg.eval_batch_size,
+                device=self.torch_device,
+                stop=stop,
+            )
         self.eval_wall_s += time.perf_counter() - t0
         return done
 
@@ -361,6 +361,7 @@ class Trainer:
             "train_wall_s": self.train_wall_s,
             "eval_wall_s": self.eval_wall_s,
             "plan": None if self.plan is None else self.plan.state_dict(),
+            "scaler": None if self.scaler is None else self.scaler.state_dict(),
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -390,3 +391,5 @@ class Trainer:
         self.eval_wall_s = float(state["eval_wall_s"])
         if self.plan is not None and state.get("plan") is not None:
             self.plan.load_state_dict(state["plan"])
+        if self.scaler is not None and state.get("scaler") is not None:
+            self.scaler.load_state_dict(state["scaler"])

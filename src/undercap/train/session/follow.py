@@ -152,15 +152,16 @@ def reselector_for(
 
 
 def reselector_from(
-    cap: Cap, profile: Any, relative: Any, objective: Mapping[str, Any]
+    cap: Cap, profile: Any, relative: Any, objective: Mapping[str, Any], precision: str = "fp32"
 ) -> Optional[Reselector]:
-    """What re-selects (b, f) at every change of a cap that changes (None: a fixed one)."""
+    """What re-selects (b, f) at every change of a cap that changes (None: a fixed one),
+    in the run's `precision` (the profile's rows in it)."""
     if not changes(cap):
         return None
     if profile is None or relative is None:
         raise UndercapError("a power schedule needs profile= and relative= to re-select")
     return Reselector(
-        as_profile(profile),
+        as_profile(profile).in_precision(precision),
         dict(relative),
         objective=objective.get("objective", "time"),
         energy_budget_j=objective.get("energy_budget_j"),
