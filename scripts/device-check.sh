@@ -19,7 +19,14 @@
 #   estimate-*   N(b) on CUDA: resnet18 and mobilenetv2 on the CIFAR-10 quarter,
 #                char-transformer on tiny Shakespeare, at the benchmarks' batch sizes
 #   run          `undercap run --read-only` end to end under a cap derived from the profile
+#   profile-mixed, estimate-resnet18-mixed
+#                mixed precision: the resnet18 profile and estimate again in bf16 (fp16 on the
+#                dry run's Nano, which has no bf16), beside the fp32 ones (into logs.tgz)
 #   tests        the test suite with CUDA visible (`python -m pytest -q --maxfail=20`, -n with xdist)
+#
+# The stage limits sum past the budget: stages run in the order above, and those left
+# when the budget is spent are skipped and recorded, so the test suite gives way first,
+# then mixed precision.
 #
 # The results folder gets at most 8 files: summary.md (the table), summary.json (a list of
 # stage records, pandas.read_json reads it), the artifacts (profile-resnet18.json, the three
@@ -48,7 +55,7 @@ options:
   --budget S          total seconds for all stages (default 270; --dry-run 300)
   --timeout STAGE=S   one stage's limit in seconds (repeatable); STAGE is one of
                       nvidia-smi devices profile estimate-resnet18 estimate-mobilenetv2
-                      estimate-char-transformer run tests
+                      estimate-char-transformer run profile-mixed estimate-resnet18-mixed tests
   --stages LIST       only these stages, comma-separated (default: all)
   --tests ARGS        what pytest runs (default: the whole suite; --dry-run: one small file)
   -h, --help          this text
@@ -66,7 +73,7 @@ DEVICE=""
 TORCH_DEVICE=""
 DRY=0
 BUDGET=""
-ALL_STAGES="nvidia-smi,devices,profile,estimate-resnet18,estimate-mobilenetv2,estimate-char-transformer,run,tests"
+ALL_STAGES="nvidia-smi,devices,profile,estimate-resnet18,estimate-mobilenetv2,estimate-char-transformer,run,profile-mixed,estimate-resnet18-mixed,tests"
 STAGES=$ALL_STAGES
 TESTS=""
 declare -A LIMIT=()
@@ -109,7 +116,8 @@ if [ "$DRY" = 1 ]; then
     ACC_R18=0.05; ACC_MB=0.05; ACC_TF=0.05; ACC_RUN=0.05
     # generous limits: each stage takes 10-35 s on two busy cores (most of it importing torch
     # and counting the model's work), a limit only catches a hang
-    DEF_LIMITS=(nvidia-smi=10 devices=30 profile=75 estimate-resnet18=60 estimate-mobilenetv2=60 estimate-char-transformer=60 run=75 tests=60)
+    DEF_LIMITS=(nvidia-smi=10 devices=30 profile=75 estimate-resnet18=60 estimate-mobilenetv2=60 estimate-char-transformer=60 run=75 profile-mixed=75 estimate-resnet18-mixed=60 tests=60)
+    MIXED=fp16  # the simulated Nano has no bf16
     [ -n "$TESTS" ] || TESTS="tests/test_nvml.py"
 else
     DEVICE=${DEVICE:-nvml:0}; TORCH_DEVICE=${TORCH_DEVICE:-cuda}; BUDGET=${BUDGET:-270}
@@ -124,7 +132,8 @@ else
     PROFILE_ARGS=()
     # targets as reached on an NVIDIA H200 (the results page: the device check on an H200)
     ACC_R18=0.6; ACC_MB=0.5; ACC_TF=0.45; ACC_RUN=0.6
-    DEF_LIMITS=(nvidia-smi=15 devices=20 profile=40 estimate-resnet18=45 estimate-mobilenetv2=40 estimate-char-transformer=35 run=45 tests=100)
+    DEF_LIMITS=(nvidia-smi=15 devices=20 profile=40 estimate-resnet18=45 estimate-mobilenetv2=40 estimate-char-transformer=35 run=45 profile-mixed=40 estimate-resnet18-mixed=40 tests=100)
+    MIXED=bf16
     [ -n "$TESTS" ] || TESTS="tests"
 fi
 for kv in "${DEF_LIMITS[@]}"; do
@@ -304,6 +313,21 @@ if wanted run; then
         --power-limit "$CAP" --target-accuracy "$ACC_RUN" --batch-sizes "$IMAGE_BS" \
         ${RUN_ARGS[@]+"${RUN_ARGS[@]}"} --torch-device "$TORCH_DEVICE" --cache-dir "$W/cache" \
         --no-progress -o "$W/run"
+fi
+
+# --- mixed precision: the profile and an estimate again, in bf16 (the dry run: fp16) -----------------
+if wanted profile-mixed; then
+    stage profile-mixed profile-mixed.log "${UC[@]}" profile --device "$DEVICE" --read-only \
+        --model resnet18 --precision "$MIXED" --batch-sizes "$PROFILE_BS" \
+        ${PROFILE_ARGS[@]+"${PROFILE_ARGS[@]}"} --torch-device "$TORCH_DEVICE" --no-progress \
+        -o "$W/logs/profile-resnet18-mixed.json"
+fi
+if wanted estimate-resnet18-mixed; then
+    stage estimate-resnet18-mixed estimate-resnet18-mixed.log "${UC[@]}" estimate --model resnet18 \
+        --dataset npz:cifar10-quarter-a.npz --data-dir "$IMG_DIR" --batch-sizes "$IMAGE_BS" \
+        --target-accuracy "$ACC_R18" --precision "$MIXED" "${EST_ARGS[@]}" \
+        --torch-device "$TORCH_DEVICE" --work-dir "$W/runs-resnet18-mixed" --no-progress \
+        -o "$W/logs/eff-resnet18-mixed.json"
 fi
 
 # --- the test suite ---------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 #: artifacts copied from the work folder into the results folder (at most 8 files in all:
 #: these five, summary.md, summary.json and logs.tgz)
@@ -260,6 +260,33 @@ def efficiency_key(n: Dict[str, Any]) -> str:
     return s
 
 
+def mixed_numbers(name: str, work: Path) -> Tuple[Dict[str, Any], str]:
+    """Mixed precision beside fp32: t(b) and peak power per batch size of the two
+    profiles (their ratios), or N(b) of the two estimates."""
+    if name == "estimate-resnet18-mixed":
+        n = efficiency_numbers(_load_json(work / "logs" / "eff-resnet18-mixed.json"))
+        fp32 = efficiency_numbers(_load_json(work / "eff-resnet18-cifarq.json"))
+        return n, efficiency_key(n) + (f"; fp32: {efficiency_key(fp32)}" if fp32 else "")
+    mixed = _load_json(work / "logs" / "profile-resnet18-mixed.json")
+    fp32 = _load_json(work / "profile-resnet18.json")
+    n = profile_numbers(mixed)
+    rows = {p: {int(r["batch_size"]): r for r in (d or {}).get("rows") or []}
+            for p, d in (("mixed", mixed), ("fp32", fp32))}  # fmt: skip
+    common = sorted(set(rows["mixed"]) & set(rows["fp32"]))
+    n["time_ratio"] = {
+        b: rows["mixed"][b]["time_per_sample_s"] / rows["fp32"][b]["time_per_sample_s"]
+        for b in common
+    }
+    n["peak_ratio"] = {
+        b: rows["mixed"][b]["peak_power_w"] / rows["fp32"][b]["peak_power_w"] for b in common
+    }
+    if not common:
+        return n, profile_key(n)
+    t, w = n["time_ratio"].values(), n["peak_ratio"].values()
+    return n, (f"{profile_key(n)}; against fp32: t x{min(t):.2f}..{max(t):.2f}, "
+               f"peak x{min(w):.2f}..{max(w):.2f}")  # fmt: skip
+
+
 _SELECTED = re.compile(r"selected batch size (\d+) at ([\d.]+) MHz(?: \(limit ([^)]*)\))?")
 
 
@@ -419,6 +446,8 @@ def fill(records: List[Dict[str, Any]], work: Path, env: Dict[str, str]) -> None
         elif name == "profile":
             n = profile_numbers(_load_json(work / "profile-resnet18.json"))
             key = profile_key(n)
+        elif name in ("profile-mixed", "estimate-resnet18-mixed"):
+            n, key = mixed_numbers(name, work)
         elif name.startswith("estimate-"):
             model = name[len("estimate-") :]
             files = sorted(work.glob(f"eff-{model}-*.json"))

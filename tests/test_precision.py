@@ -214,3 +214,20 @@ def test_a_trainer_in_another_precision_chooses_again_or_warns(capsys) -> None:
     err = capsys.readouterr().err
     assert driver.spec.precision == "fp16"
     assert err.count("\n") == 1 and "trains in bf16" in err and "fp16" in err
+
+
+def test_a_gpu_evaluation_reads_its_sums_once_and_agrees_with_the_cpus(digits, monkeypatch) -> None:
+    """The GPU path of a whole evaluation (its sums kept on the device, read once),
+    run here on the CPU's tensors, gives the CPU path's accuracy and loss."""
+    from undercap.train.loop import gpu
+    from undercap.train.loop.scoring import make_objective, score_until
+
+    model = model_spec("small-cnn").build(num_classes=10, input_shape=(1, 8, 8)).eval()
+    obj = make_objective()
+    cpu = score_until(model, digits.x_test, digits.y_test, objective=obj, batch_size=64)
+    monkeypatch.setattr(gpu, "on_gpu", lambda _d: True)
+    right, n, loss, items = gpu.whole_sums_on_device(
+        model, digits.x_test, digits.y_test, obj.loss, 64, "cpu"
+    )
+    assert right / n == pytest.approx(cpu.metric, abs=1e-12) and items == cpu.items
+    assert loss / items == pytest.approx(cpu.loss, rel=1e-6)

@@ -19,7 +19,6 @@ and resume tests do not depend on how fast the machine is.
 import dataclasses
 import os
 import signal
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -30,6 +29,7 @@ from undercap import defaults
 from undercap.data.base import Splits
 from undercap.models.recipe import Recipe, lr_scale
 from undercap.train.loop.fold import FoldCache
+from undercap.train.loop.gpu import clock_for, fast_layout, order_on
 from undercap.train.loop.precision import autocast, grad_scaler
 from undercap.train.loop.precision import resolve_torch_device as resolve_torch_device
 from undercap.train.loop.repro import deterministic_torch, kill_after_samples, set_cublas_workspace
@@ -132,7 +132,11 @@ class Trainer:
         self.scheduler, self._user_step = self._recipe_parts()
         self.scaler = grad_scaler(self.cfg.precision, self.torch_device)
         self._gen = torch.Generator().manual_seed(self.cfg.seed)
-        self._perm = torch.randperm(self.data.n_train, generator=self._gen)
+        self._perm = order_on(torch.randperm(self.data.n_train, generator=self._gen), self.data)
+        self._clock = clock_for(self.torch_device)  # a GPU's own times (loop/gpu.py)
+        self._channels_last = fast_layout(
+            self.model, self.data.x_train[:1], self.torch_device, self.cfg.deterministic
+        )
         self._pos = 0
         torch.manual_seed(self.cfg.seed)  # dropout etc.
         x_eval, y_eval = self.data.x_test, self.data.y_test
@@ -184,7 +188,9 @@ class Trainer:
         parts, need = [], b
         while need > 0:
             if self._pos >= self.data.n_train:
-                self._perm = torch.randperm(self.data.n_train, generator=self._gen)
+                self._perm = order_on(
+                    torch.randperm(self.data.n_train, generator=self._gen), self.data
+                )
                 self._pos = 0
             take = self._perm[self._pos : self._pos + need]
             self._pos += int(take.numel())
@@ -197,7 +203,16 @@ class Trainer:
         idx = self._next_indices()
         x = self.data.x_train[idx].to(self.torch_device, non_blocking=True)
         y = self.data.y_train[idx].to(self.torch_device, non_blocking=True)
-        t0 = time.perf_counter()
+        if self._channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with self._clock.span(self, "train_wall_s"):
+            self._train_step(x, y)
+        self.samples += int(idx.numel())
+        self.steps += 1
+        if self.on_step is not None:
+            self.on_step(self, int(idx.numel()))
+
+    def _train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         self.model.train()
         if self._user_step is not None:  # your step runs under autocast; fp16's scaling is yours
             with autocast(self.cfg.precision, self.torch_device):
@@ -215,33 +230,21 @@ class Trainer:
                 self.scaler.update()
         if self.scheduler is not None:
             self.scheduler.step()
-        self.train_wall_s += time.perf_counter() - t0
-        self.samples += int(idx.numel())
-        self.steps += 1
-        if self.on_step is not None:
-            self.on_step(self, int(idx.numel()))
 
     def _score(self, pick: Any, stop: Optional[Stop] = None) -> Scored:
         """The held-out items at `pick` (None: all), scored until `stop`, charged to
         eval_wall_s."""
-        t0 = time.perf_counter()
         model = self.model if self._fold is None else self._fold.model_at(self.model, self.steps)
         x, y = (
             (self._x_eval, self._y_eval)
             if pick is None
             else (self._x_eval[pick], self._y_eval[pick])
         )
-        with autocast(self.cfg.precision, self.torch_device):
-            done = score_until(
-                model,
-                x,
-                y,
-                objective=self.objective,
-                batch_size=self.cfg.eval_batch_size,
-                device=self.torch_device,
-                stop=stop,
-            )
-        self.eval_wall_s += time.perf_counter() - t0
+        with self._clock.span(self, "eval_wall_s"), autocast(self.cfg.precision, self.torch_device):
+            done = score_until(model, x, y, objective=self.objective,
+                               batch_size=self.cfg.eval_batch_size, device=self.torch_device,
+                               stop=stop)  # fmt: skip
+        self._clock.settle(self)  # the evaluation read its sums: the GPU is done
         return done
 
     def evaluate(self) -> EvalPoint:
@@ -329,6 +332,7 @@ class Trainer:
         return {"schedule": "dense", "looks": n, "full_evaluations": n, "screened_items": 0}
 
     def result(self) -> LoopResult:
+        self._clock.settle(self)
         return LoopResult(
             reached=self.samples_to_target is not None,
             samples_to_target=self.samples_to_target,
@@ -350,7 +354,7 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             # dropout on a GPU draws from CUDA's generators, not the CPU one
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "perm": self._perm,
+            "perm": self._perm.cpu(),
             "pos": self._pos,
             "samples": self.samples,
             "steps": self.steps,
@@ -373,7 +377,7 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         if state.get("cuda_rng") and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        self._perm = state["perm"]
+        self._perm = order_on(state["perm"], self.data)
         self._pos = int(state["pos"])
         self.samples = int(state["samples"])
         self.steps = int(state["steps"])
