@@ -98,8 +98,9 @@ def choose(
     margin_w: Optional[float] = None,
     precision: Optional[str] = None,
 ) -> Choice:
-    """In `precision` (select/core.py profiles_in; "auto": among the profile's
-    precisions too), the feasible configuration that is best for `objective`: `"time"` minimises
+    """In `precision` (None: the profile's own, fp32 where it has several; "auto":
+    among the profile's precisions too), the feasible configuration that is best for
+    `objective`: `"time"` minimises
     t(b, f) * r(b) (Algorithm 1), `"energy"` the mean board power times that, `"edp"`
     energy x time. With `energy_budget_j` (a battery; needs `samples_bmax`, N(b_max)),
     the fastest configuration whose energy to the target fits the budget. Feasible:
