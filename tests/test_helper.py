@@ -379,7 +379,8 @@ def test_run_through_the_helper_locks_and_restores_as_a_direct_run(
     assert log.count("back to its saved settings") == log.count(" acquired jetson")
     via = json.loads((Path(result["out"]) / "train.json").read_text())
     direct = json.loads((folder / "direct" / "train.json").read_text())
-    for key in ("batch_size", "freq_mhz_requested", "clocks", "reached"):
+    # the batch size may differ: each run times its steps on this (busy) CPU
+    for key in ("freq_mhz_requested", "clocks", "reached"):
         assert via[key] == direct[key], key
     assert not list((work / "state").glob("state-*.json"))
 
