@@ -27,6 +27,8 @@ STAGES = [
     "estimate-mobilenetv2",
     "estimate-char-transformer",
     "run",
+    "profile-mixed",
+    "estimate-resnet18-mixed",
     "tests",
 ]
 
@@ -114,6 +116,12 @@ def test_dry_run_writes_every_stage(tmp_path: Path, shared_data: Path) -> None:
         assert by[f"estimate-{model}"]["status"] == "passed", by[f"estimate-{model}"]
         assert set(n["N_b"]) == {"2", "4"}, n
     assert by["run"]["numbers"]["cap_w"] > 0  # a cap derived from the profile
+    mixed = by["profile-mixed"]
+    assert mixed["status"] == "passed", mixed
+    assert set(mixed["numbers"]["time_ratio"]) == {"2", "4"}, mixed  # beside fp32's rows
+    assert all(v > 0 for v in mixed["numbers"]["peak_ratio"].values()), mixed
+    assert by["estimate-resnet18-mixed"]["status"] == "passed", by["estimate-resnet18-mixed"]
+    assert set(by["estimate-resnet18-mixed"]["numbers"]["N_b"]) == {"2", "4"}
     assert by["tests"]["numbers"].get("passed", 0) + by["tests"]["numbers"].get("failed", 0) > 0
     rows = _table_rows(out)
     assert list(rows) == STAGES
