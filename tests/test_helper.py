@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator, List
@@ -131,6 +132,34 @@ def test_sigkill_of_a_client_restores_within_a_second_20_of_20(helper: Helper) -
     assert len(times) == 20 and max(times) < 1.0
     assert not list((helper.folder / "state").glob("state-*.json"))
     assert call(helper.socket, {"op": "hello"})["ok"]
+
+
+def _hammer(path: str, done: threading.Event) -> None:
+    """Status requests back to back until `done` (or the helper is gone)."""
+    with contextlib.suppress(OSError, ValueError):
+        while not done.is_set():
+            call(path, {"op": "status"})
+
+
+def test_a_sigterm_during_requests_still_stops_the_helper(folder: Path) -> None:
+    """The signal lands while a request is being answered (its handler caught every
+    Exception once, the stop with it: the helper served on, CI saw it hang)."""
+    tree = build_nano(folder / "nano")
+    for attempt in range(8):
+        h = Helper(folder, tree).start()
+        done = threading.Event()
+
+        threads = [threading.Thread(target=_hammer, args=(h.socket, done)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(0.05 + 0.02 * attempt)
+        try:
+            assert h.stop(signal.SIGTERM) == 0, h.log.read_text()
+        finally:
+            done.set()
+            for t in threads:
+                t.join()
+    assert "internal error" not in h.log.read_text()
 
 
 def test_the_helpers_own_sigterm_restores(helper: Helper) -> None:

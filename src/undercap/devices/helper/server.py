@@ -78,8 +78,8 @@ class _Claim:
         self.client, self.saved = client, saved
 
 
-class _Stop(Exception):
-    """SIGTERM, SIGINT or SIGHUP: stop serving, put every device back."""
+#: the selector's mark for the wakeup socket a signal writes to (serve_forever)
+_WAKE = object()
 
 
 class Helper:
@@ -142,24 +142,39 @@ class Helper:
         os.chmod(str(path), mode)
 
     def serve_forever(self, ready: Optional[Callable[[], None]] = None) -> None:
-        """Until SIGTERM/SIGINT/SIGHUP; every device goes back before it returns."""
+        """Until SIGTERM/SIGINT/SIGHUP; every device goes back before it returns.
+
+        The handler only records the signal and the wakeup fd wakes the selector: a
+        signal never interrupts a request midway (a lock half-written, a restore half
+        done), and no handler for a request's errors can swallow it."""
+        stopping = []  # type: List[int]
 
         def stop(signum: int, _frame: Any) -> None:
-            raise _Stop(signum)
+            stopping.append(signum)
 
+        wake_r, wake_w = socket.socketpair()
+        for end in (wake_r, wake_w):
+            end.setblocking(False)
+        self.selector.register(wake_r, selectors.EVENT_READ, _WAKE)
+        old_fd = signal.set_wakeup_fd(wake_w.fileno())
         previous = {
             s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
         }
         try:
             if ready is not None:
                 ready()
-            while True:
+            while not stopping:
                 for key, _ in self.selector.select():
-                    self._ready(key)
-        except _Stop as e:
-            log.info("signal %s: putting every device back", e.args[0])
+                    if key.data is _WAKE:
+                        with contextlib.suppress(OSError):
+                            wake_r.recv(512)  # the signal numbers; `stopping` has them
+                    elif not stopping:
+                        self._ready(key)
+            log.info("signal %s: putting every device back", stopping[0])
         finally:
-            self.shutdown()
+            self.shutdown()  # closes wake_r with every registered socket
+            signal.set_wakeup_fd(old_fd)
+            wake_w.close()
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
@@ -216,7 +231,7 @@ class Helper:
         self.selector.register(conn, selectors.EVENT_READ, _Client(conn, peer, refused))
 
     def _clients(self) -> List[_Client]:
-        return [k.data for k in self.selector.get_map().values() if k.data is not None]
+        return [k.data for k in self.selector.get_map().values() if isinstance(k.data, _Client)]
 
     def _answer(self, client: _Client, answer: Dict[str, Any]) -> None:
         if not _send(client.conn, answer):
