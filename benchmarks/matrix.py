@@ -22,6 +22,20 @@ minimax regret as controls; default = what `undercap run` does with several prox
 (the ensemble rule). --estimates-from DIR recomputes every cell from a previous run's
 stored estimates, without training.
 
+r(b) from a slice of the TARGET's own training split (benchmarks/slice_cells.py: whole-budget
+dense runs of the slice, cached, so its target is computed from its curves): rule `slice` is
+the product's defaults (defaults.SLICE_FRACTION, the slice's target the dataset's own,
+capped at defaults.SLICE_TARGET_FRACTION of the mean best accuracy of its largest batch:
+`undercap run --proxy-slice`), `slice-<pct>`
+each size studied (5, 10, 25 and the control 100: the whole training split with its own 80/20
+held-out part) at the same target rule; one row per target, device, limit and slice seed
+(proxy column "slice-s<seed>"; the control has seed 0 only), after every other row of the
+cells file. With --estimates-from they come from stored slice estimates
+(DIR/efficiency/<modality>-<name>-slice<pct>-s<seed>.json, or --slice-estimates-from's);
+--no-slices leaves them out (and every output as it was before), as does a stored run
+without slice estimates. The whole study (every
+size, seed and target rule): benchmarks/slice_study.py.
+
 The spread rule, the noise-scale rules (gns-target, gns-transfer, gns-proxy) and the
 race on the target were measured not to help and left undercap in 0.3.0; their cells,
 and the command that makes them with release 0.2.0, are in
@@ -29,7 +43,8 @@ benchmarks/results/research/matrix-0.2.0/.
 
     .venv/bin/python benchmarks/matrix.py                      # everything
     .venv/bin/python benchmarks/matrix.py --modalities image --jobs 2
-    .venv/bin/python benchmarks/matrix.py --estimates-from benchmarks/results/matrix --out /tmp/mx
+    .venv/bin/python benchmarks/matrix.py --estimates-from benchmarks/results/matrix --out /tmp/mx \
+        --slice-estimates-from benchmarks/results/slice        # or --no-slices
 """
 
 from __future__ import annotations
@@ -56,6 +71,10 @@ ENSEMBLE_RULES = ("ensemble", "ensemble-mean", "ensemble-minimax")
 DEFAULT = "default"
 ALL_RULES = (*RULES, *ENSEMBLE_RULES, DEFAULT)
 OTHERS = "others"
+#: r(b) from a slice of the target's own training split (slice_cells.py): `slice` = the
+#: product's defaults, `slice-<pct>` each size studied, both at the product's target rule
+SLICE = "slice"
+SLICE_PCTS = (5, 10, 25, 100)
 DEVICES = ("sim:jetson-nano", "sim:jetson-tx2nx")
 
 
@@ -74,6 +93,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--estimates-from", type=Path, default=None, metavar="DIR",
                    help="no training: every dataset's N(b) from DIR/efficiency/<modality>-<name>.json "
                    "(a previous run's --out)")  # fmt: skip
+    p.add_argument("--no-slices", action="store_true",
+                   help="leave out the slice rules (slice, slice-<pct>): no slice estimates")  # fmt: skip
+    p.add_argument("--slice-seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1],
+                   help="slice seeds of the slice rules (the control slice-100: seed 0 only)")  # fmt: skip
+    p.add_argument("--slice-estimates-from", type=Path, default=None, metavar="DIR",
+                   help="with --estimates-from: the stored slice estimates from "
+                   "DIR/efficiency/<modality>-<name>-slice<pct>-s<seed>.json (default: the "
+                   "--estimates-from DIR; benchmarks/results/slice holds the study's)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -214,6 +241,85 @@ def one_seed_cells(profile, device_name, limits, data: dict, seeds: int):  # typ
     return out
 
 
+# --- r(b) from a slice of the target (slice_cells.py) ----------------------------------------
+def slice_rules() -> tuple[str, ...]:
+    return (SLICE, *[f"slice-{p}" for p in SLICE_PCTS])
+
+
+def slice_plan(args) -> dict[str, tuple[float, list[int]]]:  # type: ignore[no-untyped-def]
+    """rule -> (slice fraction, slice seeds); the control (100%) has seed 0 only."""
+    import slice_cells as SC
+
+    from undercap import defaults
+
+    plan = {SLICE: (float(defaults.SLICE_FRACTION), list(args.slice_seeds))}
+    for p in SLICE_PCTS:
+        f = p / 100
+        seeds = [s for s in args.slice_seeds if f < SC.CONTROL or s in SC.CONTROL_SEEDS]
+        plan[f"slice-{p}"] = (f, seeds)
+    return plan
+
+
+def slice_estimates(mod: M.Modality, names: list[str], args, cache, weights) -> dict:  # type: ignore[no-untyped-def]
+    """(name, fraction, slice seed) -> the slice estimate (slice_cells.slice_estimate:
+    trained through the cache, or stored: --estimates-from)."""
+    import slice_cells as SC
+
+    wanted = sorted({(f, s) for f, seeds in slice_plan(args).values() for s in seeds})
+    out = {}
+    src = args.slice_estimates_from or args.estimates_from
+    for name in names:
+        for f, s in wanted:
+            if args.estimates_from is not None:
+                eff = SC.load_slice_estimate(src, mod.name, name, f, s)
+                if eff is None:  # the matrix's own stored run has none: its cells as they were
+                    path = SC.artifact_path(src, mod.name, name, f, s)
+                    print(f"  no stored slice estimate {path}: the slice rules are left out "
+                          "(--slice-estimates-from DIR: benchmarks/slice_study.py stores them)",
+                          file=sys.stderr)  # fmt: skip
+                    return {}
+            else:
+                elapsed = H.stopwatch()
+                eff = SC.slice_estimate(M.DATASETS[name], args.data_dir, weights, f, s,
+                                        cache_root=cache.root, jobs=args.jobs,
+                                        seeds=range(args.seeds))  # fmt: skip
+                print(
+                    f"  {name}: {SC.slice_label(f, s)} estimated ({elapsed():.0f} s)",
+                    file=sys.stderr,
+                )
+            out[(name, f, s)] = eff
+    return out
+
+
+def slice_cells_for(profile, device_name, limits, data: dict, slices: dict, args) -> list:  # type: ignore[no-untyped-def]
+    """Each target with r(b) from a slice of its own training split, at the product's
+    target rule (slice_cells.product_rule)."""
+    import slice_cells as SC
+
+    cells = []
+    for rule, (f, seeds) in slice_plan(args).items():
+        for t, target in data.items():
+            samples = SC.target_samples(target["runs"])
+            for s in seeds:
+                rel = SC.eff_relative(slices[(t, f, s)], SC.product_rule())
+                cells += SC.cells(profile, device_name, limits, rel, samples,
+                                  proxy=f"slice-s{s}", target=t, rule=rule)  # fmt: skip
+    return cells
+
+
+def slice_table(cells) -> str:  # type: ignore[no-untyped-def]
+    """Per target, every device and limit: hits and the worst cell of each slice rule."""
+    rules = slice_rules()
+    rows = []
+    for t in sorted({c.target for c in cells if c.rule in rules}):
+        row = [t]
+        for r in rules:
+            cs = [c for c in cells if c.rule == r and c.target == t]
+            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%")
+        rows.append(row)
+    return H.md_table(["target", *[f"{r}: hits, worst" for r in rules]], rows) + "\n"
+
+
 # --- tables and figures -----------------------------------------------------------------------
 def _lim(w: float | None) -> str:
     return "none" if w is None else f"{w:g} W"
@@ -344,12 +450,14 @@ def run_modality(mod: M.Modality, args, cache) -> dict | None:  # type: ignore[n
         return None
     elapsed = H.stopwatch()
     print(f"== {mod.name}: {names}", file=sys.stderr)
+    weights = None
     if args.estimates_from is not None:
         effs, t_est = stored_estimates(mod, names, args.estimates_from)
     else:
         weights = M.pretrained_weights(mod, args.data_dir, cache)
         effs = estimate_all(mod, names, args, cache, weights)
         t_est = elapsed()
+    slices = {} if args.no_slices else slice_estimates(mod, names, args, cache, weights)
     data = {}
     for name in names:
         runs = usable(effs[name])
@@ -358,24 +466,28 @@ def run_modality(mod: M.Modality, args, cache) -> dict | None:  # type: ignore[n
         reached = sum(n is not None for r in effs[name].samples_to_target.values() for n in r)
         data[name] = {"runs": runs, "relative": rel, "spread": spread,
                       "reached": f"{reached}/{n_all}"}  # fmt: skip
-    cells, one_seed = [], {s: [] for s in range(args.seeds)}
+    cells, one_seed, sliced = [], {s: [] for s in range(args.seeds)}, []
     for device_name in args.devices.split(","):
         profile, limits = device_side(mod, device_name, args, cache, names)
         ens = ensemble_cells(profile, device_name, limits, data)
         cells += cells_for(profile, device_name, limits, data) + ens + default_cells(ens)
         for s, c1 in one_seed_cells(profile, device_name, limits, data, args.seeds).items():
             one_seed[s] += c1
-    return {"mod": mod, "names": names, "data": data, "cells": cells, "one_seed": one_seed,
-            "estimate_s": t_est, "effs": effs}  # fmt: skip
+        if slices:
+            sliced += slice_cells_for(profile, device_name, limits, data, slices, args)
+    # the slice rules' rows after every other row: the earlier rows stay byte for byte
+    return {"mod": mod, "names": names, "data": data, "cells": cells + sliced,
+            "one_seed": one_seed, "estimate_s": t_est, "effs": effs, "slices": slices}  # fmt: skip
 
 
 def write_modality(res: dict, out: Path) -> str:
     from undercap.artifacts.efficiency import save_efficiency
 
     mod, cells = res["mod"], res["cells"]
+    rules = ALL_RULES + (slice_rules() if res["slices"] else ())
     md = [f"## {mod.name}: {mod.model}, datasets {', '.join(res['names'])}", "",
           dataset_table(res["data"], mod), "Overall (off-diagonal cells, every device and limit):", "",
-          overall_table(cells), "Per device and limit (hits = cells choosing the fastest configuration; "
+          overall_table(cells, rules), "Per device and limit (hits = cells choosing the fastest configuration; "
           "worst = the largest % over the fastest, proxy -> target):", "",
           summary_table(cells, res["one_seed"]),
           f"Several proxies (rule `ensemble`, src/undercap/select/ensemble.py; proxy column "
@@ -385,6 +497,17 @@ def write_modality(res: dict, out: Path) -> str:
           "trained (and as a multiple of one proxy's, their median), and the summed wall time "
           "of their runs (single-threaded runs, two at a time on this machine):", "",
           ensemble_table(cells, res["effs"])]  # fmt: skip
+    if res["slices"]:
+        import slice_cells as SC
+
+        from undercap import defaults
+
+        md += [f"r(b) from a slice of each target's own training split (benchmarks/slice_cells.py; "
+               f"proxy column \"slice-s<seed>\"): rule `{SLICE}` is the product's defaults (a "
+               f"{100 * defaults.SLICE_FRACTION:g}% slice, target rule {SC.product_rule()}), "
+               f"`slice-<pct>` each size at that target rule (slice-100: the whole training split, "
+               "the control). Per target over every device, limit and slice seed "
+               "(the whole study: benchmarks/results/slice/):", "", slice_table(cells)]  # fmt: skip
     H.write_csv(out / f"{mod.name}-cells.csv", [c.to_dict() for c in cells])
     obj = {"datasets": {n: {"runs": {str(b): v for b, v in d["runs"].items()},
                             "relative": {str(b): v for b, v in d["relative"].items()},
@@ -393,6 +516,11 @@ def write_modality(res: dict, out: Path) -> str:
     H.write_json(out / f"{mod.name}-datasets.json", obj, indent=1)
     for n, eff in res["effs"].items():
         save_efficiency(out / "efficiency" / f"{mod.name}-{n}.json", eff)
+    if res["slices"]:
+        import slice_cells as SC
+
+        for (n, f, s), eff in res["slices"].items():
+            save_efficiency(SC.artifact_path(out, mod.name, n, f, s), eff)
     return "\n".join(md)
 
 

@@ -265,8 +265,11 @@ def test_test_split_prefix_is_not_class_sorted(tmp_path: Path) -> None:
 
 
 def test_config_validation() -> None:
-    with pytest.raises(UndercapError, match="exactly one"):
-        _cfg(target_fraction=0.9).validate()
+    with pytest.raises(UndercapError, match="give --target-accuracy or --target-fraction"):
+        _cfg(target_accuracy=None).validate()
+    with pytest.raises(UndercapError, match="must be a fraction"):
+        _cfg(target_fraction=1.5).validate()  # beside an absolute target: a slice's cap
+    _cfg(target_fraction=0.9).validate()  # both: the lower of the two (a slice's target)
     with pytest.raises(UndercapError, match="below the largest batch"):
         _cfg(max_samples=16).validate()
     with pytest.raises(UndercapError, match="distinct"):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from undercap.cli import main
-from undercap.cli.common import power_limits
+from undercap.cli.cap_args import power_limits
 
 QUICK = [
     "--device", "sim:jetson-nano", "--model", "small-cnn", "--batch-sizes", "16,64",

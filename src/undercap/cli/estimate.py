@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -14,6 +15,7 @@ from undercap.cli.common import (
     add_objective_args,
     add_precision_arg,
     add_shape_args,
+    add_slice_args,
     fraction,
     int_list,
     objective_kwargs,
@@ -214,6 +216,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"(default {defaults.ESTIMATE_CHECK_SAMPLES}, or four checks on a split too small "
         "for four of those; on a GPU at least 512, its evaluation batch)",
     )
+    add_slice_args(e, of="each --dataset's")
     add_precision_arg(e, auto=False)
     e.add_argument(
         "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
@@ -316,6 +319,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
     if args.target_accuracy is None and args.target_fraction is None:
         args.target_fraction = defaults.ESTIMATE_TARGET_FRACTION
+    elif args.proxy_slice is not None and args.target_fraction is None:
+        args.target_fraction = defaults.SLICE_TARGET_FRACTION  # the given target, capped
     work_dir = args.work_dir or Path(str(args.output) + ".runs")
     from undercap.estimate import executor_session
 
@@ -332,9 +337,14 @@ def _estimate_one(args: argparse.Namespace, dataset: str, work_dir: Path) -> Any
     """One proxy's estimate (several share the work dir: runs are keyed by their data)."""
     from undercap.estimate import EstimateConfig, estimate
 
+    data = _data_spec(args, dataset)
+    if args.proxy_slice is not None:
+        data = dataclasses.replace(
+            data, slice_fraction=args.proxy_slice, slice_seed=args.proxy_slice_seed
+        )
     cfg = EstimateConfig(
         model=args.model,
-        data=_data_spec(args, dataset),
+        data=data,
         batch_sizes=tuple(args.batch_sizes),
         seeds=tuple(args.seeds),
         target_accuracy=args.target_accuracy,

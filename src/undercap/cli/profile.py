@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from undercap import defaults
+from undercap.cli.cap_args import add_margin_arg
 from undercap.cli.common import (
     MODEL_HELP,
     add_device_args,
-    add_margin_arg,
     add_precision_arg,
     add_task_arg,
     float_list,

@@ -1,20 +1,21 @@
 """The flags `undercap run` and `undercap compare` share: data, training and the
 proxies (`--proxy` repeated: several proxies' ensemble rule, select/ensemble.py). The
-cap's flags are cli/common.py's, beside `train`'s."""
+cap's flags are cli/cap_args.py's, beside `train`'s."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from undercap import defaults
+from undercap.cli.cap_args import add_margin_arg
 from undercap.cli.common import (
     DATA_HELP,
     DETERMINISTIC_HELP,
     MODEL_HELP,
-    add_margin_arg,
     add_objective_args,
     add_shape_args,
     fraction,
@@ -226,10 +227,20 @@ def add_efficiency_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def proxy_fields(args: argparse.Namespace, *, single: bool = False) -> Dict[str, Any]:
+def proxy_fields(
+    args: argparse.Namespace, *, single: bool = False, target: Any = None
+) -> Dict[str, Any]:
     """Run/CompareConfig's proxy fields: one proxy (or artifact) as before, several as
-    tuples. `single`: compare's (a proxy always, no artifacts)."""
+    tuples. `single`: compare's (a proxy always, no artifacts). `target`: run's, whose
+    --proxy-slice is one more proxy, drawn from the target's own split (same seed and
+    limit: never from its test split)."""
     specs = proxy_specs(args, args.proxy)
+    if getattr(args, "proxy_slice", None) is not None:
+        specs.append(
+            dataclasses.replace(
+                target, slice_fraction=args.proxy_slice, slice_seed=args.proxy_slice_seed
+            )
+        )
     several = tuple(specs) if len(specs) > 1 else ()
     if single:
         return {"proxy": specs[0], "proxies": several}

@@ -10,17 +10,15 @@ from typing import Any
 
 from undercap import defaults
 from undercap.cli import recipe_args as R
+from undercap.cli.cap_args import add_schedule_args, cap_of, fixed_cap, power_limits
 from undercap.cli.common import (
     add_device_args,
     add_objective_choice,
     add_precision_arg,
     add_removed_flags,
-    add_schedule_args,
-    cap_of,
-    fixed_cap,
+    add_slice_args,
     fraction,
     objective_kwargs,
-    power_limits,
     training_exit_code,
 )
 from undercap.cli.estimate import seeds_arg
@@ -39,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_device_args(r)
     add_data_args(r)
     R.add_proxy_arg(r, required=False)
+    add_slice_args(r, of="the target's own")
     r.add_argument(
         "--power-limit",
         type=fixed_cap,
@@ -209,15 +208,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from undercap.recipes.run import RunConfig, run
 
     _check_common(args)
-    if args.proxy is None and args.efficiency is None:
-        raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
+    if args.proxy is None and args.efficiency is None and args.proxy_slice is None:
+        raise UndercapError(
+            "give --proxy SPEC or --proxy-slice PCT (to estimate r(b)), or --efficiency FILE"
+        )
+    if args.proxy_slice is not None and args.efficiency is not None:
+        raise UndercapError("--proxy-slice estimates r(b), --efficiency reuses it: give one")
     if args.power_limit is None and not (args.power_schedule or args.power_source):
         raise UndercapError("give --power-limit W (or none), or --power-schedule/--power-source")
+    target = _spec(args, "target", args.target)
     cfg = RunConfig(
         device=args.device,
         model=args.model,
-        **R.proxy_fields(args),
-        target=_spec(args, "target", args.target),
+        **R.proxy_fields(args, target=target),
+        target=target,
         cap=cap_of(args),  # one value (train/cap.py), from the one of three flags given
         setup=_setup(args),
         target_accuracy=args.target_accuracy,

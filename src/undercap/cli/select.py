@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from undercap.cli.cap_args import add_margin_arg
 from undercap.cli.common import (
-    add_margin_arg,
     add_objective_choice,
     add_precision_arg,
     positive_float,

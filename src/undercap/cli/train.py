@@ -13,18 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from undercap import defaults
+from undercap.cli.cap_args import add_margin_arg, add_schedule_args, cap_of
 from undercap.cli.common import (
     DATA_HELP,
     DETERMINISTIC_HELP,
     MODEL_HELP,
     add_device_args,
-    add_margin_arg,
     add_objective_args,
     add_objective_choice,
     add_removed_flags,
-    add_schedule_args,
     add_shape_args,
-    cap_of,
     fraction,
     positive_float,
     positive_int,

@@ -100,3 +100,21 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
     order = torch.randperm(splits.n_test, generator=torch.Generator().manual_seed(spec.seed))
     shuffled = dataclasses.replace(splits, x_test=splits.x_test[order], y_test=splits.y_test[order])
     return shuffled.to(torch_device)
+
+
+def describe_slice(spec: DataSpec) -> Dict[str, Any]:
+    """Which slice a spec with `slice_fraction` is, for the artifacts that use it;
+    loading it first makes a slice too small for its classes fail before any run."""
+    from undercap.data.slices import pct
+
+    s = load_splits(spec)
+    return {
+        "of": spec.dataset,
+        "fraction": spec.slice_fraction,
+        "percent": pct(float(spec.slice_fraction)),  # type: ignore[arg-type]
+        "seed": spec.slice_seed,
+        "split_seed": spec.seed,  # the dataset's own split: the slice is of its training part
+        "limit": spec.limit,
+        "train_items": int(s.n_train),
+        "held_out_items": int(s.n_test),
+    }

@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from undercap import defaults
-from undercap._compat import fmean, nullcontext
+from undercap._compat import nullcontext
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.efficiency import Efficiency
 from undercap.artifacts.io import PathLike
 from undercap.artifacts.provenance import provenance
+from undercap.data.spec import describe_slice
 from undercap.errors import UndercapError
-from undercap.estimate.aggregate import Record, aggregate
+from undercap.estimate.aggregate import Record, aggregate, of_slice, reference_target
 from undercap.estimate.config import EstimateConfig, fingerprint, run_key
 from undercap.estimate.runs import (
     RUN_KIND,
@@ -234,6 +235,7 @@ def estimate(
     if jobs < 1:
         raise UndercapError("--jobs must be at least 1")
     fp = fingerprint(cfg)  # before Ray starts: a bad weights path fails at once
+    sliced = None if cfg.data.slice_fraction is None else describe_slice(cfg.data)  # as early
     remote = _remote(executor, ray_address, torch_device, threads)
     device = resolve_torch_device(torch_device) if remote is None else remote.device
     if threads is not None and jobs == 1 and remote is None:
@@ -261,9 +263,10 @@ def estimate(
     extra["provenance"] = provenance(
         seeds=list(cfg.seeds), torch_device=device, jobs=jobs, torch_threads=threads
     )
-    return Efficiency(
+    eff = Efficiency(
         eff.model, eff.dataset, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
     )
+    return eff if sliced is None else of_slice(cfg, eff, sliced)
 
 
 def _remote(
@@ -344,17 +347,7 @@ def _run_all(
         pairs = [(b_max, s) for s in seeds] + [(b, s) for b in others for s in seeds]
         return runner.ensure(pairs, target), {"mode": "absolute", "accuracy": target}
     refs = runner.ensure([(b_max, s) for s in seeds], None)
-    best = [max(a for _, a in curve_within(refs[(b_max, s)], cfg.max_samples)) for s in seeds]
-    reference = fmean(best)
-    target = cfg.target_fraction * reference
     records = dict(refs)
-    records.update(runner.ensure([(b, s) for b in others for s in seeds], target))
-    info = {
-        "mode": "fraction",
-        "fraction": cfg.target_fraction,
-        "reference_batch_size": b_max,
-        "reference_accuracy": reference,
-        "reference_best_per_seed": best,
-        "accuracy": target,
-    }
+    info = reference_target(cfg, refs)
+    records.update(runner.ensure([(b, s) for b in others for s in seeds], info["accuracy"]))
     return records, info

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from undercap._compat import fmean
 from undercap.artifacts.efficiency import Efficiency
+from undercap.data.slices import pct
 from undercap.errors import UndercapError
 from undercap.estimate.config import EstimateConfig
 from undercap.estimate.runs import curve_within, first_crossing
@@ -155,3 +156,56 @@ def _notes(
             f"(seed {cfg.init_seed})"
         )
     return notes
+
+
+def reference_target(cfg: EstimateConfig, refs: Dict[Tuple[int, int], Record]) -> Dict[str, Any]:
+    """The target from b_max's reference runs: `target_fraction` of their mean best
+    accuracy within the budget; with `target_accuracy` too, the lower of the two (a
+    slice of the target's data may not reach the device run's target: its own is then
+    a fraction of what it reaches, defaults.SLICE_TARGET_FRACTION)."""
+    b_max = cfg.b_max
+    best = [max(a for _, a in curve_within(refs[(b_max, s)], cfg.max_samples)) for s in cfg.seeds]
+    reference = fmean(best)
+    fraction = float(cfg.target_fraction)  # type: ignore[arg-type]
+    info: Dict[str, Any] = {
+        "mode": "fraction",
+        "fraction": fraction,
+        "reference_batch_size": b_max,
+        "reference_accuracy": reference,
+        "reference_best_per_seed": best,
+        "accuracy": fraction * reference,
+    }
+    if cfg.target_accuracy is not None:
+        capped = min(float(cfg.target_accuracy), fraction * reference)
+        info.update(mode="capped", given_accuracy=float(cfg.target_accuracy), accuracy=capped)
+    return info
+
+
+def of_slice(cfg: EstimateConfig, eff: Efficiency, sliced: Dict[str, Any]) -> Efficiency:
+    """The estimate of a slice, named and recorded as one (which slice, its sizes and
+    target), once its r(b) is known to say something (_check_slice)."""
+    _check_slice(cfg, eff, sliced)
+    extra = dict(eff.extra, slice=dict(sliced, target=eff.extra["target"]))
+    name = f"{eff.dataset} [{sliced['percent']} slice, slice seed {sliced['seed']}]"
+    return Efficiency(
+        eff.model, name, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
+    )
+
+
+def _check_slice(cfg: EstimateConfig, eff: Efficiency, sliced: Dict[str, Any]) -> None:
+    """A slice whose r(b) holds b_max alone (no other batch size reached the slice's
+    target within the budget) says nothing about b: refuse it, naming what to try."""
+    if len(eff.relative) > 1 or len(cfg.batch_sizes) < 2:
+        return
+    what = f"a {sliced['percent']} slice of {sliced['of']} ({sliced['train_items']} training items)"
+    fraction = float(sliced["fraction"])
+    more = (
+        f"a larger slice (--proxy-slice {pct(min(1.0, 2 * fraction))} or more)"
+        if fraction < 1.0
+        else "a larger --max-samples"
+    )
+    raise UndercapError(
+        f"{what}: only batch size {max(eff.relative)} reached the slice's target accuracy "
+        f"{eff.target_accuracy:.4f} within {cfg.max_samples} samples, so r(b) has one point; "
+        f"try {more}"
+    )

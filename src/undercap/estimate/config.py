@@ -39,7 +39,8 @@ class EstimateConfig(UserCode, _Estimated):
         seeds: Seeds; each (b, seed) is one training run.
         target_accuracy: Absolute target test accuracy, or ...
         target_fraction: ... this fraction of the best accuracy b_max reaches within
-            the budget (give exactly one of the two).
+            the budget. Both: the lower of the two (a slice of the target's data,
+            which may not reach the device run's target).
         max_samples: Sample budget of every run.
         eval_every_samples: Evaluate every this many training samples; N(b) is
             resolved to this.
@@ -87,11 +88,11 @@ class EstimateConfig(UserCode, _Estimated):
         return max(self.batch_sizes)
 
     def validate(self) -> None:
-        if (self.target_accuracy is None) == (self.target_fraction is None):
-            raise UndercapError("give exactly one of --target-accuracy or --target-fraction")
-        t = self.target_accuracy if self.target_accuracy is not None else self.target_fraction
-        if t is None or not 0.0 < t <= 1.0:
-            raise UndercapError(f"target {t} must be a fraction in (0, 1], e.g. 0.9")
+        if self.target_accuracy is None and self.target_fraction is None:
+            raise UndercapError("give --target-accuracy or --target-fraction")
+        for t in (self.target_accuracy, self.target_fraction):
+            if t is not None and not 0.0 < t <= 1.0:
+                raise UndercapError(f"target {t} must be a fraction in (0, 1], e.g. 0.9")
         if not self.batch_sizes or len(set(self.batch_sizes)) != len(self.batch_sizes):
             raise UndercapError(f"batch sizes {list(self.batch_sizes)} must be distinct, >= 1")
         if min(self.batch_sizes) < 1:

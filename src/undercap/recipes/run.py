@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.cache import Cache
-from undercap.artifacts.efficiency import Efficiency, EfficiencySet, save_efficiency_set
+from undercap.artifacts.efficiency import Efficiency, save_efficiency_set
 from undercap.artifacts.io import write_atomic
 from undercap.artifacts.profile import Profile, save_profile
 from undercap.artifacts.selection import Selection, save_selection
@@ -40,12 +40,11 @@ from undercap.errors import REMOVED_IN_0_3, ArtifactError, UndercapError, reject
 from undercap.recipes.common import (
     Log,
     TrainingSetup,
-    estimate_efficiency,
     loaded_splits,
     stderr_log,
     with_pretrained,
 )
-from undercap.recipes.ensemble import check_several, ensemble_selection, load_pooled
+from undercap.recipes.ensemble import ensemble_selection
 from undercap.recipes.profiling import (
     ProfileAsk,
     complete,
@@ -53,8 +52,9 @@ from undercap.recipes.profiling import (
     selection_limit,
     with_cost,
 )
+from undercap.recipes.proxies import check_slices, run_efficiency
 from undercap.recipes.selection import build_selection
-from undercap.select.pooling import as_set, pooled_efficiency, several
+from undercap.select.pooling import as_set, several
 from undercap.train.cap import Cap, FixedCap, cap_from, changes, fixed_limit_w
 from undercap.train.session.follow import Reselector, reselector_for
 from undercap.train.spec import RunOptions, TrainSpec
@@ -185,6 +185,7 @@ def run(
 
     out = Path(out_dir)
     cache = Cache(cfg.cache_dir or out / "cache")
+    check_slices(cfg)  # a slice too small for its classes: before the device is touched
     # Device and profile first (the smallest batch size's stage, recipes/profiling.py):
     # an unknown device or an infeasible limit fails before the (longer) estimate.
     ask = _profile_ask(cfg)
@@ -198,7 +199,7 @@ def run(
         progress=progress,
         log=log,
     )
-    eff = _efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
+    eff = run_efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
     profile = complete(ask, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
     selection = _selection(cfg, setup, profile, eff, limit)
     device_run = _DeviceRun.of(cfg, setup.torch_device, profile.in_precision(selection.precision), eff)  # fmt: skip
@@ -361,39 +362,3 @@ def _profile_ask(cfg: RunConfig) -> ProfileAsk:
         margin_w=cfg.power_margin_w,
         precision=cfg.precision,
     )
-
-
-def _efficiency(
-    cfg: RunConfig, setup: TrainingSetup, cache: Cache, progress: bool, log: Log
-) -> Efficiency:
-    """r(b) on the proxy; several proxies pooled (recipes/ensemble.py), and checked
-    before any estimate runs."""
-    sources = max(len(cfg.proxies), len(cfg.efficiencies))
-    check_several(sources, cfg.objective)
-    paths = cfg.efficiencies or ((cfg.efficiency,) if cfg.efficiency else ())
-    if paths:
-        eff = load_pooled(paths, cfg.model)
-        check_several(sources, cfg.objective, eff)  # one file may hold several
-        log(f"reusing r(b) from {', '.join(paths)} ({eff.dataset})")
-        return eff
-    specs = cfg.proxies or ((cfg.proxy,) if cfg.proxy is not None else ())
-    if not specs:
-        raise UndercapError("give --proxy SPEC (to estimate r(b)) or --efficiency FILE")
-    acc = cfg.proxy_accuracy
-    if acc is None and cfg.proxy_fraction is None:
-        acc = cfg.target_accuracy
-    effs = [
-        estimate_efficiency(
-            setup,
-            spec,
-            seeds=cfg.estimate_seeds,
-            target_accuracy=acc,
-            target_fraction=None if acc is not None else cfg.proxy_fraction,
-            cache=cache,
-            role="proxy",
-            progress=progress,
-            log=log,
-        )
-        for spec in specs
-    ]
-    return pooled_efficiency(EfficiencySet.of(effs))

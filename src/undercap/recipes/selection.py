@@ -11,6 +11,7 @@ from undercap.artifacts.efficiency import Efficiency
 from undercap.artifacts.profile import Profile
 from undercap.artifacts.selection import Selection
 from undercap.errors import InfeasibleError, UndercapError
+from undercap.select.pooling import as_set
 
 
 def training_of(eff: Efficiency) -> Dict[str, Any]:
@@ -66,6 +67,9 @@ def build_selection(
     profile = whole.in_precision(choice.precision)
     extra = _choice_extra(choice, profile, eff, power_limit_w, n_max, objective, energy_budget_j)
     extra["precisions_profiled"] = list(whole.precisions)
+    slices = [m.extra["slice"] for m in as_set(eff).members if "slice" in m.extra]
+    if slices:  # r(b) from a slice of the target's own data: which, its size, seed, target
+        extra["proxy_slices"] = slices
     base = whole.in_precision("fp32" if "fp32" in whole.precisions else choice.precision)
     safe, source, why_not = _safe_freq(base, power_limit_w, safe_freq_mhz)
     extra.update(safe_freq_mhz=safe, safe_freq_source=source)

@@ -31,15 +31,21 @@ def profile_summary(profile: Profile) -> str:
     return "\n".join(lines)
 
 
+def target_rule(t: Dict[str, Any]) -> str:
+    """How an estimate's target was set (its extra["target"])."""
+    if t.get("mode") not in ("fraction", "capped"):
+        return "absolute"
+    how = f"{t['fraction']:.2f} x {t['reference_accuracy']:.4f} (best of b={t['reference_batch_size']})"
+    if t.get("mode") == "capped":  # a slice's: the device run's target, capped
+        how = f"the lower of {t['given_accuracy']:.4f} and {how}"
+    return how
+
+
 def estimate_summary(eff: Efficiency) -> str:
     """The estimate as a table of N(b) and r(b) with seed spread, notes and cost."""
     lines = []
     t = eff.extra.get("target", {})
-    how = (
-        f"{t['fraction']:.2f} x {t['reference_accuracy']:.4f} (best of b={t['reference_batch_size']})"
-        if t.get("mode") == "fraction"
-        else "absolute"
-    )
+    how = target_rule(t)
     kind = "character " if t.get("accuracy_kind") == "character" else ""
     lines.append(
         f"{eff.model} on {eff.dataset}: target {kind}accuracy {eff.target_accuracy:.4f} [{how}]"
@@ -75,6 +81,12 @@ def estimate_summary(eff: Efficiency) -> str:
 
 def _ms(t_s: float) -> str:
     return f"{t_s * 1e3:.4g} ms"
+
+
+def _rule(eff: Efficiency) -> str:
+    """ ", <how the target was set>" where it was not given as is (a fraction, a slice's cap)."""
+    how = target_rule(eff.extra.get("target", {}))
+    return "" if how == "absolute" else f": {how}"
 
 
 def _in(precision: str) -> str:
@@ -276,7 +288,7 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
         "",
         f"- power limit: {_cap(cfg)}",
         f"- r(b) from: {cfg.efficiency or getattr(cfg.proxy, 'label', eff.dataset)} (target accuracy "
-        f"{eff.target_accuracy:.3f}); excluded batch sizes: {excluded or 'none'}",
+        f"{eff.target_accuracy:.3f}{_rule(eff)}); excluded batch sizes: {excluded or 'none'}",
         f"- profile: {len(profile.rows)} configurations ({profile.mode} sweep)",
         f"- selected: batch size {selection.batch_size} at {selection.freq_mhz:g} MHz"
         f"{_in(selection.precision)}"
