@@ -10,6 +10,8 @@ when its own `eval_accuracy` reaches the target.
 """
 
 import sys
+import tempfile
+from pathlib import Path
 
 import torch
 from transformers import Trainer, TrainingArguments
@@ -58,7 +60,7 @@ with undercap.open_device("sim:jetson-nano") as device:
         target_accuracy=0.9,
     )
     args = TrainingArguments(
-        output_dir="hf-trainer-out",
+        output_dir=str(Path(tempfile.gettempdir()) / "hf-trainer-out"),  # save_strategy "no"
         per_device_train_batch_size=callback.batch_size,  # the selected b
         learning_rate=3e-3,  # at the largest batch; the callback scales it
         max_steps=200,
