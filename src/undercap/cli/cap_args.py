@@ -1,8 +1,6 @@
 """The cap's flags: --power-limit (fixed), --power-schedule and --power-source (a cap
 that changes), --power-margin-w; `cap_of` makes the run's one cap (train/cap.py)."""
 
-from __future__ import annotations
-
 import argparse
 import math
 from typing import Any, List, Optional
