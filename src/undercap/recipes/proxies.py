@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.efficiency import Efficiency, EfficiencySet
-from undercap.data.spec import DataSpec
+from undercap.data.spec import DataSpec, describe_slice
 from undercap.errors import UndercapError
 from undercap.recipes.common import Log, TrainingSetup, estimate_efficiency
 from undercap.recipes.ensemble import check_several, load_pooled
@@ -69,8 +69,6 @@ def _proxy_target(cfg: Any, spec: DataSpec) -> Dict[str, Optional[float]]:
 def check_slices(cfg: Any) -> None:
     """Load every slice proxy once: one that cannot hold each class fails now (one line
     naming the smallest slice that can), not after the device was profiled."""
-    from undercap.data.spec import describe_slice
-
     for spec in cfg.proxies or ((cfg.proxy,) if cfg.proxy is not None else ()):
         if spec.slice_fraction is not None and not (cfg.efficiency or cfg.efficiencies):
             describe_slice(spec)
