@@ -37,6 +37,7 @@ import dataclasses
 import math
 import statistics
 import time
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -161,7 +162,9 @@ def load_slice_estimate(root: Path, modality: str, name: str, fraction: float, s
 
 
 # --- post hoc: N(b) and r(b) under a target rule ---------------------------------------------
-Curves = Mapping[int, Mapping[int, list]]  # b -> seed -> [(samples, accuracy, ...), ...]
+#: b -> seed -> [(samples, accuracy, ...), ...] (typing's Mapping: Python 3.8 cannot
+#: subscript collections.abc's at run time)
+Curves = typing.Mapping[int, typing.Mapping[int, list]]
 
 
 def curves_of(eff) -> tuple[dict[int, dict[int, list[tuple[int, float]]]], int]:  # type: ignore[no-untyped-def]
