@@ -72,10 +72,7 @@ class CapDriver:
         if self.selection is None and self._chosen.get("profile") is not None:
             self.spec, self._reselector = chosen(None, **dict(self._chosen, precision=precision))
             return
-
-        warn_precision(
-            self.spec.precision, precision, f"{where} trains in {precision}; the choice is for"
-        )
+        warn_precision(self.spec.precision, precision, where)
 
     # --- what the trainer is built with ------------------------------------------------
     @property

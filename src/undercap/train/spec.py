@@ -11,6 +11,7 @@ are one procedure (paper Sec. 4.2).
 """
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, Union
@@ -364,7 +365,7 @@ def warn_precision(chosen: str, trained: Optional[str], loop: str = "the loop") 
         print(
             f"warning: the selection is for {chosen}, but {loop} trains in {trained}: its "
             f"times and power were measured in {chosen}; select again in {trained}",
-            file=__import__("sys").stderr,
+            file=sys.stderr,
         )
 
 
