@@ -94,9 +94,9 @@ class Profile:
     def row(
         self, batch_size: int, freq_mhz: float, precision: Optional[str] = None
     ) -> Optional[ProfileRow]:
-        same = (precision is None or r.precision == precision for r in self.rows)
-        for r, ok in zip(self.rows, same):
-            if ok and r.batch_size == batch_size and r.freq_mhz == freq_mhz:
+        wanted = (batch_size, freq_mhz)
+        for r in self.rows:
+            if (r.batch_size, r.freq_mhz) == wanted and precision in (None, r.precision):
                 return r
         return None
 

@@ -2,11 +2,10 @@
 that changes), --power-margin-w; `cap_of` makes the run's one cap (train/cap.py)."""
 
 import argparse
-import math
 from typing import Any, List, Optional
 
 from undercap import defaults
-from undercap.cli.common import positive_float
+from undercap.cli.common import non_negative_float, positive_float
 
 
 def power_limit(text: str) -> Optional[float]:
@@ -80,16 +79,6 @@ def cap_of(args: argparse.Namespace, *, default_w: Optional[float] = None) -> An
     return cap_from(
         args.power_limit, args.power_schedule, args.power_source, args.poll_s, args.max_wait_s
     )
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
-    if not math.isfinite(x) or x < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a non-negative number")
-    return x
 
 
 def add_margin_arg(p: Any) -> None:

@@ -9,13 +9,24 @@ from typing import Any, Dict, List, Optional, Tuple
 from undercap import defaults
 
 
-def positive_float(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        x = float(text)
+        return float(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
+
+
+def positive_float(text: str) -> float:
+    x = _number(text)
     if not math.isfinite(x) or x <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return x
+
+
+def non_negative_float(text: str) -> float:
+    x = _number(text)
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a non-negative number")
     return x
 
 

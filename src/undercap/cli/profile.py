@@ -123,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument(
         "--precision",
-        choices=["fp32", "fp16", "bf16"],
+        choices=list(defaults.PRECISIONS),
         default=None,
         help="plot this precision's rows (default: the profile's, fp32 where it has several)",
     )

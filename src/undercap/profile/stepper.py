@@ -70,20 +70,14 @@ class Stepper:
 
     def step(self) -> None:
         from undercap.models.taskprobe import forward
-        from undercap.train.loop.precision import autocast
+        from undercap.train.loop.precision import autocast, backward_step
         from undercap.train.loop.scoring import make_objective
 
         x, y = self._batch  # type: ignore[misc]
         self.optimizer.zero_grad(set_to_none=True)
         with autocast(self.precision, self.device):
             loss = make_objective().loss(forward(self.model, self.task, x, y), y)
-        if self.scaler is None:
-            loss.backward()
-            self.optimizer.step()
-        else:  # fp16 as training steps it (train/loop/precision.py)
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
+        backward_step(loss, self.optimizer, self.scaler)  # fp16 as training steps it
 
     def synchronize(self) -> None:
         if self.device.startswith("cuda"):

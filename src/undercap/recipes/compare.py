@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.comparison import (
     ChoiceRecord,
@@ -122,7 +123,7 @@ class CompareConfig:
         device runs)."""
         ours = device.precisions() if self.precision == "auto" else (self.precision,)
         wanted = {*ours, self.baseline_precision}
-        return tuple(p for p in ("fp32", "fp16", "bf16") if p in wanted)
+        return tuple(p for p in defaults.PRECISIONS if p in wanted)
 
     def validate(self) -> None:
         if not self.power_limits_w:

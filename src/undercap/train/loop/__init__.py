@@ -30,7 +30,7 @@ from undercap.data.base import Splits
 from undercap.models.recipe import Recipe, lr_scale
 from undercap.train.loop.fold import FoldCache
 from undercap.train.loop.gpu import clock_for, fast_layout, order_on
-from undercap.train.loop.precision import autocast, grad_scaler
+from undercap.train.loop.precision import autocast, backward_step, grad_scaler
 from undercap.train.loop.precision import resolve_torch_device as resolve_torch_device
 from undercap.train.loop.repro import deterministic_torch, kill_after_samples, set_cublas_workspace
 from undercap.train.loop.scoring import Scored, Stop, check_outputs, make_objective, score_until
@@ -132,7 +132,7 @@ class Trainer:
         self.scheduler, self._user_step = self._recipe_parts()
         self.scaler = grad_scaler(self.cfg.precision, self.torch_device)
         self._gen = torch.Generator().manual_seed(self.cfg.seed)
-        self._perm = order_on(torch.randperm(self.data.n_train, generator=self._gen), self.data)
+        self._perm = self._new_order()
         self._clock = clock_for(self.torch_device)  # a GPU's own times (loop/gpu.py)
         self._channels_last = fast_layout(
             self.model, self.data.x_train[:1], self.torch_device, self.cfg.deterministic
@@ -177,6 +177,10 @@ class Trainer:
             group["lr"] = float(lr)
 
     # --- data order ---------------------------------------------------------------
+    def _new_order(self) -> torch.Tensor:
+        """The next epoch's order of the training items, on the data's device."""
+        return order_on(torch.randperm(self.data.n_train, generator=self._gen), self.data)
+
     def _next_indices(self) -> torch.Tensor:
         """The next batch of a seeded reshuffle-every-epoch order. Always a full
         batch: an epoch's tail is topped up from the next permutation, so every
@@ -188,9 +192,7 @@ class Trainer:
         parts, need = [], b
         while need > 0:
             if self._pos >= self.data.n_train:
-                self._perm = order_on(
-                    torch.randperm(self.data.n_train, generator=self._gen), self.data
-                )
+                self._perm = self._new_order()
                 self._pos = 0
             take = self._perm[self._pos : self._pos + need]
             self._pos += int(take.numel())
@@ -221,13 +223,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             with autocast(self.cfg.precision, self.torch_device):
                 loss = self.objective.loss(self.model(x), y)
-            if self.scaler is None:
-                loss.backward()
-                self.optimizer.step()
-            else:  # fp16: the loss scaled up, the step skipped where gradients overflowed
-                self.scaler.scale(loss).backward()
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
+            backward_step(loss, self.optimizer, self.scaler)
         if self.scheduler is not None:
             self.scheduler.step()
 

@@ -14,13 +14,15 @@ what they were, which the replays of benchmarks/ depend on).
 
 import contextlib
 import time
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Tuple
 
 import torch
 
+from undercap.train.loop.precision import device_type
+
 
 def on_gpu(torch_device: Any) -> bool:
-    return str(torch_device).startswith("cuda")
+    return device_type(torch_device) == "cuda"
 
 
 class HostClock:
@@ -87,11 +89,9 @@ def order_on(perm: torch.Tensor, data: Any) -> torch.Tensor:
 
 def whole_sums_on_device(
     model: Any, x: torch.Tensor, y: torch.Tensor, loss_fn: Any, batch_size: int, device: Any
-) -> Optional[Tuple[float, int, float, int]]:
-    """A whole evaluation with the default top-1 metric, its sums kept on the device and
-    read once: (correct, scored, loss sum, items). None: not on a GPU."""
-    if not on_gpu(device):
-        return None
+) -> Tuple[float, int, float, int]:
+    """A whole evaluation with the default top-1 metric on a GPU (on_gpu), its sums kept
+    on the device and read once: (correct, scored, loss sum, items)."""
     from undercap.models.outputs import logits_of
 
     right = kept = torch.zeros((), dtype=torch.int64, device=device)

@@ -101,6 +101,18 @@ def autocast(precision: str, torch_device: Any) -> Any:
     return torch.autocast(device_type(torch_device), dtype=DTYPES[precision])
 
 
+def backward_step(loss: torch.Tensor, optimizer: Any, scaler: Optional[Any]) -> None:
+    """The backward pass and the optimizer's step; with fp16's scaler (grad_scaler) the
+    loss is scaled up and a step whose gradients overflowed is skipped."""
+    if scaler is None:
+        loss.backward()
+        optimizer.step()
+        return
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+
 def grad_scaler(precision: str, torch_device: Any) -> Optional[Any]:
     """fp16's loss scaler (None for fp32 and bf16)."""
     if precision != "fp16":

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from undercap.errors import UndercapError
+from undercap.train.loop.gpu import on_gpu, whole_sums_on_device
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: (outputs, labels) -> (sum of the metric over the batch, number of items scored)
@@ -218,20 +219,12 @@ def score_until(
     obj = objective or make_objective()
     was_training = model.training
     model.eval()
-    if stop is None and obj.score is _top1:  # on a GPU: one read of the sums (loop/gpu.py)
-        from undercap.train.loop.gpu import whole_sums_on_device
-
-        try:
-            sums = whole_sums_on_device(model, x, y, obj.loss, batch_size, device)
-        finally:
-            model.train(was_training)
-        if sums is not None:
-            right, n, loss, items = sums
-            return Scored(right / max(n, 1), loss / max(items, 1), items, True)
-        model.eval()
     total_loss, total_score, total_n, total_items = 0.0, 0.0, 0, 0
     spread = ItemSpread() if stop is not None and obj.items is not None else None
     try:
+        if stop is None and obj.score is _top1 and on_gpu(device):  # one read (loop/gpu.py)
+            right, n, loss, items = whole_sums_on_device(model, x, y, obj.loss, batch_size, device)
+            return Scored(right / max(n, 1), loss / max(items, 1), items, True)
         for i in range(0, x.shape[0], batch_size):
             xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
             out = model(xb)
