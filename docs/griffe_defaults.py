@@ -2,9 +2,10 @@
 a default written as a name from `undercap.defaults` shows its value, so the reference
 reads `max_steps: int = 50`, not `max_steps: int = defaults.PROFILE_MAX_STEPS` (in
 dataclass fields and in function signatures); and a settings class that inherits the
-user's code fields (`undercap.models.recipe.UserCode`, declared once) lists them in
-its parameters table as its own, from UserCode's docstring.
-`undercap.defaults` and `undercap.models.recipe` import nothing heavy."""
+fields of a class declared once (the user's code fields, `undercap.models.recipe.UserCode`;
+a run's plan, `undercap.train.spec.Plan`) lists them in its parameters table as its own,
+from that class's docstring (and from those it inherits in turn).
+`undercap.defaults`, `undercap.models.recipe` and `undercap.train.spec` import nothing heavy."""
 
 from __future__ import annotations
 
@@ -28,18 +29,29 @@ def _value(expr: Any) -> Any:
         return expr
 
 
-def _user_code_args() -> str:
-    """The Args entries of UserCode's docstring, indented as in a class docstring."""
-    doc = inspect.cleandoc(importlib.import_module("undercap.models.recipe").UserCode.__doc__)
-    entries = doc.split("Args:\n", 1)[1]
-    return "\n".join(line for line in entries.splitlines() if line.strip())
+#: classes whose fields are documented once, in their docstring's Args: {name: module}
+DECLARED_ONCE = {"UserCode": "undercap.models.recipe", "Plan": "undercap.train.spec"}
+
+
+def _inherited_args(name: str) -> str:
+    """The Args entries of the docstrings of `name` and of the classes declared once that
+    it inherits, indented as in a class docstring."""
+    cls = getattr(importlib.import_module(DECLARED_ONCE[name]), name)
+    lines = []
+    for klass in cls.__mro__:
+        if klass.__name__ in DECLARED_ONCE:
+            entries = inspect.cleandoc(klass.__doc__).split("Args:\n", 1)[1]
+            lines += [line for line in entries.splitlines() if line.strip()]
+    return "\n".join(lines)
 
 
 class DefaultValues(Extension):
     def on_class_instance(self, *, cls: Class, **kwargs: Any) -> None:
-        inherits = any(str(base).endswith("UserCode") for base in cls.bases)
-        if inherits and cls.docstring is not None and "\nArgs:" in cls.docstring.value:
-            cls.docstring.value = cls.docstring.value.rstrip() + "\n" + _user_code_args()
+        bases = [str(base).rpartition(".")[2] for base in cls.bases]
+        inherited = [b for b in bases if b in DECLARED_ONCE]
+        if inherited and cls.docstring is not None and "\nArgs:" in cls.docstring.value:
+            args = "\n".join(_inherited_args(b) for b in inherited)
+            cls.docstring.value = cls.docstring.value.rstrip() + "\n" + args
 
     def on_attribute_instance(self, *, attr: Attribute, **kwargs: Any) -> None:
         attr.value = _value(attr.value)

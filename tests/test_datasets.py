@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from undercap.data import load_dataset, parse_spec
-from undercap.data.text import UNK_ID, VOCAB, VOCAB_SIZE, decode, encode
+from undercap.data.text import UNK_ID, VOCAB, VOCAB_SIZE, encode
 from undercap.errors import DataError
 
 RNG = np.random.default_rng(0)
@@ -315,6 +315,10 @@ def test_spec_errors() -> None:
 
 
 # --- text ----------------------------------------------------------------------------
+def decode(ids: object) -> str:
+    return "".join(VOCAB[int(i)] for i in np.asarray(ids).reshape(-1))
+
+
 def test_vocabulary_and_normalisation() -> None:
     assert VOCAB_SIZE == 97 and VOCAB[0] == "\n" and VOCAB[1] == " " and VOCAB[95] == "~"
     text = "\u201cCaf\u00e9\u201d \u2014 it\u2019s\u2026\r\n\tok \u4e2d"

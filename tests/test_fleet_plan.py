@@ -54,9 +54,9 @@ def test_plan_round_balances_and_predicts_no_idle() -> None:
     a, b = plan.node("a"), plan.node("b")
     assert (a.batch_size, a.local_steps, b.batch_size, b.local_steps) == (32, 32, 64, 8)
     assert a.predicted_time_s == pytest.approx(1.024) and b.predicted_time_s == pytest.approx(1.024)
-    assert plan.predicted_idle_s() == pytest.approx({"a": 0.0, "b": 0.0})
+    assert plan.predicted_round_s == pytest.approx(1.024)  # no node waits
     equal = plan_round(nodes, REL, "equal", 2560)
-    assert equal.predicted_idle_s()["a"] == pytest.approx(2.56 - 0.64)
+    assert equal.node("a").predicted_time_s == pytest.approx(0.64)  # waits 2.56 - 0.64 s
     assert equal.predicted_round_s == pytest.approx(2.56)
     assert equal.predicted_round_s > 2 * plan.predicted_round_s
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from undercap.errors import UndercapError
-from undercap.fleet.partition import label_counts, parse_partition, partition_indices
+from undercap.fleet.partition import parse_partition, partition_indices
 from undercap.fleet.records import FleetResult, NodeRound, RoundRecord, with_idle
 from undercap.fleet.spec import FleetSpec, load_fleet, node_from_config
 
@@ -71,6 +71,11 @@ def test_a_read_only_node_opens_its_device_read_only(tmp_path: Path) -> None:
     assert node.read_only and FleetSpec.from_dict(fleet.to_dict()) == fleet
     with _open(node, seed=0) as device:
         assert device.read_only and not device.info().control_permitted
+
+
+def label_counts(labels: np.ndarray, parts: list, num_classes: int) -> np.ndarray:
+    """(nodes x classes) sample counts: how skewed the split is."""
+    return np.stack([np.bincount(labels[p], minlength=num_classes) for p in parts])
 
 
 def test_iid_and_dirichlet_partitions() -> None:

@@ -96,7 +96,7 @@ def test_nano_iio_rails(nano: FakeTree) -> None:
     nano.set_rail("POM_5V_GPU", 5000, 300)
     dev = device(nano)
     assert dev.power_w() == pytest.approx(6.0)
-    assert dev.gpu_power_w() == pytest.approx(1.5)
+    assert dev.power.gpu is not None and dev.power.gpu.read_w() == pytest.approx(1.5)
     desc = dev.info().details["power"]
     assert desc["total_rail"] == "POM_5V_IN" and desc["gpu_rail"] == "POM_5V_GPU"
     assert desc["layout"] == ["iio"]
@@ -109,7 +109,7 @@ def test_orin_hwmon_rails_by_label_not_index(tmp_path: Path) -> None:
     tree.set_rail("VDD_SOC", 5000, 200)
     dev = device(tree)
     assert dev.power_w() == pytest.approx(5.0)  # V x I of VDD_IN, wherever it sits
-    assert dev.gpu_power_w() is None  # no dedicated GPU rail on Orin Nano
+    assert dev.power.gpu is None  # no dedicated GPU rail on Orin Nano
     desc = dev.info().details["power"]
     assert desc["gpu_combined_rail"] == "VDD_CPU_GPU_CV (CPU+GPU+CV)"
     assert desc["layout"] == ["hwmon"]
@@ -214,7 +214,7 @@ def test_nvpmodel_parsers() -> None:
     assert parse_nvpmodel_query("NV Power Mode: MAXN\n0\n") == ("MAXN", 0)
     assert parse_nvpmodel_query("NV Fan Mode:quiet\nNV Power Mode: 15W\n0\n") == ("15W", 0)
     assert parse_nvpmodel_query("nvpmodel: not found") is None
-    modes, default = parse_nvpmodel_conf(
+    modes = parse_nvpmodel_conf(
         "< POWER_MODEL ID=0 NAME=MAXN >\nGPU MAX_FREQ -1\n< POWER_MODEL ID=1 NAME=5W >\n"
         "GPU MAX_FREQ 640000000 # cap\n< PARAM TYPE=CLOCK NAME=GPU >\nMAX_FREQ /sys/x\n"
         "< PM_CONFIG DEFAULT=0 >\n"
@@ -223,7 +223,6 @@ def test_nvpmodel_parsers() -> None:
         0: {"name": "MAXN", "gpu_max_freq_hz": None, "gpu_min_freq_hz": None},
         1: {"name": "5W", "gpu_max_freq_hz": 640000000, "gpu_min_freq_hz": None},
     }
-    assert default == 0
 
 
 # --- restore --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """A loop of your own (capped(), the trainer callbacks, fleet nodes) takes the same
-TrainSpec a device run does (train/api.choose_spec): made once, taken as it is."""
+TrainSpec a device run does (train/spec.chosen): made once, taken as it is."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from undercap.devices import open_device
 from undercap.errors import UndercapError
 from undercap.train.api import capped
 from undercap.train.cap import NO_CAP, FixedCap
-from undercap.train.session.follow import reselector_from
-from undercap.train.spec import TrainSpec, choose_spec
+from undercap.train.spec import TrainSpec, chosen
 
 WORK = Workload("resnet18", (3, 32, 32), 3.329e9, 4.70e6, 43.0e6, 11_173_962, 297)
 TABLE = {(8, 100.0): (1.0e-3, 2.0), (16, 100.0): (0.7e-3, 2.5), (32, 100.0): (0.5e-3, 3.0)}
@@ -23,16 +22,18 @@ TABLE = {(8, 100.0): (1.0e-3, 2.0), (16, 100.0): (0.7e-3, 2.5), (32, 100.0): (0.
 def test_every_way_of_choosing_gives_one_train_spec() -> None:
     profile = make_profile(TABLE, model="small-cnn")
     rel = {8: 0.6, 16: 0.5, 32: 1.0}
-    cap, time = FixedCap(5.0), {"objective": "time"}
-    chosen = choose_spec(None, cap, (None, None, None, 0.5), 0.2, profile, rel, time)
-    given = choose_spec(None, cap, (8, 100.0, 32, None), 0.2, None, None, time)
-    assert reselector_from(cap, profile, rel, time) is None  # a fixed cap: nothing to follow
-    for spec in (chosen, given):
+    cap = FixedCap(5.0)
+    picked, reselector = chosen(
+        None, power_limit_w=cap, profile=profile, relative=rel, target_accuracy=0.5
+    )
+    assert reselector is None  # a fixed cap: nothing to follow
+    given, _ = chosen(None, power_limit_w=cap, batch_size=8, freq_mhz=100.0, max_batch_size=32)
+    for spec in (picked, given):
         assert isinstance(spec, TrainSpec) and spec.model is None and spec.cap is cap
-    assert (chosen.batch_size, chosen.max_batch_size, chosen.target_accuracy) == (16, 32, 0.5)
-    assert chosen.batch_ladder and given.batch_ladder == ()
+    assert (picked.batch_size, picked.max_batch_size, picked.target_accuracy) == (16, 32, 0.5)
+    assert picked.batch_ladder and given.batch_ladder == ()
     assert (given.batch_size, given.freq_mhz, given.b_max) == (8, 100.0, 32)
-    made = choose_spec(given, NO_CAP, (None, None, None, None), 0.2, None, None, time)
+    made, _ = chosen(given)
     assert made is given  # made already: taken as it is
 
 

@@ -350,7 +350,7 @@ def test_workers_get_no_cache_path_and_the_driver_writes_the_record(tmp_path: Pa
     from undercap.estimate import ray_executor as rx
 
     sent: list[Any] = []
-    runs = object.__new__(rx.RayRuns)  # no Ray: only what _submit and _store use
+    runs = object.__new__(rx.RayRuns)  # no Ray: only what _submit uses
     runs.device, runs.cpus_per_run, runs._weights = "cpu", 1, {}
     runs._task = type("T", (), {"remote": staticmethod(lambda *a: sent.append(a) or "ref")})()
     job = _job(tmp_path, None, None)
@@ -358,5 +358,5 @@ def test_workers_get_no_cache_path_and_the_driver_writes_the_record(tmp_path: Pa
     remote_job = sent[0][0]
     assert remote_job.cache_root is None and remote_job.progress is False  # no driver disk
     record = {"batch_size": 8, "seed": 0, "curve": []}
-    assert rx.RayRuns._store(job, record) is record
+    assert rx.store_record(job, record) is record
     assert list(run_files(tmp_path / "cache")) == ["b8-seed0.json"]

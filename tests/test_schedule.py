@@ -15,12 +15,7 @@ import pytest
 from undercap.artifacts import Profile, ProfileRow
 from undercap.errors import ArtifactError
 from undercap.train.cap import LiveSource, PowerSchedule, load_schedule
-from undercap.train.session.follow import (
-    OperatingPoint,
-    Reselector,
-    progress_fraction,
-    remaining_samples,
-)
+from undercap.train.session.follow import OperatingPoint, Reselector, progress_fraction
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,8 +68,8 @@ def test_progress_model_across_a_batch_size_switch() -> None:
     rel, n_max = {16: 0.5, 64: 1.0}, 2400
     p = progress_fraction({16: 600}, rel, n_max)
     assert p == pytest.approx(0.5)
-    assert remaining_samples(p, 64, rel, n_max) == pytest.approx(1200)
-    assert remaining_samples(p, 16, rel, n_max) == pytest.approx(600)
+    assert (1 - p) * rel[64] * n_max == pytest.approx(1200)  # still needed at b=64
+    assert (1 - p) * rel[16] * n_max == pytest.approx(600)
     assert progress_fraction({16: 600, 64: 1200}, rel, n_max) == pytest.approx(1.0)
 
 

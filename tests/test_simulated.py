@@ -122,7 +122,7 @@ def test_power_and_time_are_monotonic(name: str, workload: Workload) -> None:
     assert (np.diff(t, axis=0) < 0).all(), "time per sample must fall with batch size"
     gains = -np.diff(t, axis=0)  # what each doubling of b saves
     assert (np.diff(gains, axis=0) < 0).all(), "diminishing returns in b"
-    assert (p > dev.idle_power_w).all()
+    assert (p > dev.spec.idle_board_w).all()
 
 
 def test_figure1_small_batch_runs_faster_clock_under_a_power_limit(nano) -> None:
@@ -144,7 +144,7 @@ def test_figure1_small_batch_runs_faster_clock_under_a_power_limit(nano) -> None
 
 
 def test_absolute_levels_are_plausible_for_a_nano(nano) -> None:
-    assert 1.25 <= nano.idle_power_w <= 2.0
+    assert 1.25 <= nano.spec.idle_board_w <= 2.0
     fmax, fmin = nano.available_freqs_mhz()[-1], nano.available_freqs_mhz()[0]
     top = nano.model_step(RESNET18, 256, fmax)
     assert 20 <= 1 / top.time_per_sample_s <= 200  # samples/s at max clock
@@ -185,7 +185,7 @@ def test_account_step_advances_the_virtual_clock(nano) -> None:
         nano.account_step(RESNET18, 64)
     assert nano.now_s() == pytest.approx(50 * model.step_time_s, rel=1e-12)
     assert model.step_time_s == pytest.approx(64 * model.time_per_sample_s)
-    nano.advance_idle_s(2.0)
+    nano.wait_s(2.0)
     assert nano.now_s() == pytest.approx(50 * model.step_time_s + 2.0)
 
 
@@ -194,16 +194,16 @@ def test_readings_follow_the_model_with_noise_and_ripple(nano) -> None:
     for _ in range(20):
         nano.account_step(RESNET18, 128)
     busy_end = nano.now_s()
-    nano.advance_idle_s(10.0)
+    nano.wait_s(10.0)
     busy = nano.power_readings_w(np.linspace(0.001, busy_end, 4000))
     idle = nano.power_readings_w(np.linspace(busy_end + 0.01, nano.now_s(), 2000))
     assert busy.mean() == pytest.approx(model.power_w, rel=0.01)
-    assert idle.mean() == pytest.approx(nano.idle_power_w, rel=0.01)
-    assert idle.std() == pytest.approx(0.03 + 0.015 * nano.idle_power_w, rel=0.1)
+    assert idle.mean() == pytest.approx(nano.spec.idle_board_w, rel=0.01)
+    assert idle.std() == pytest.approx(0.03 + 0.015 * nano.spec.idle_board_w, rel=0.1)
     assert busy.std() > 2 * idle.std()  # ripple on top of noise while stepping
     assert busy.max() > model.power_w + 0.3  # raw maxima overstate the mean clearly
     assert nano.power_at_w(busy_end + 5.0) < model.power_w - 1.0
-    assert nano.power_at_w(-1.0) == pytest.approx(nano.idle_power_w, abs=0.3)
+    assert nano.power_at_w(-1.0) == pytest.approx(nano.spec.idle_board_w, abs=0.3)
 
 
 def test_readings_are_deterministic_by_seed() -> None:

@@ -99,7 +99,6 @@ CHECKPOINT_EVERY_S = 60.0
 RECIPE_BATCH_SIZES = (8, 16, 32, 64, 128, 256)
 RECIPE_MAX_SAMPLES = 20_000
 RECIPE_EVAL_EVERY_SAMPLES = 256
-COMPARE_SEEDS = 3
 
 # --- power caps that change during training ----------------------------------------------
 #: a live power source (--power-source FILE) is read again every this many seconds

@@ -26,8 +26,9 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Tuple
 
+from undercap.artifacts.io import from_fields
 from undercap.errors import ArtifactError
 
 COMPARISON_SCHEMA = "undercap.comparison/1"
@@ -50,14 +51,6 @@ def limit_sort_key(power_limit_w: Optional[float]) -> float:
     return math.inf if power_limit_w is None else float(power_limit_w)
 
 
-def _opt_float(x: Any) -> Optional[float]:
-    return None if x is None else float(x)
-
-
-def _opt_int(x: Any) -> Optional[int]:
-    return None if x is None else int(x)
-
-
 @dataclass(frozen=True)
 class ChoiceRecord:
     """What one method picked for one power limit (from select.Choice)."""
@@ -77,17 +70,7 @@ class ChoiceRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ChoiceRecord:
-        return cls(
-            method=str(d["method"]),
-            power_limit_w=_opt_float(d["power_limit_w"]),
-            batch_size=int(d["batch_size"]),
-            freq_mhz=float(d["freq_mhz"]),
-            time_per_sample_s=float(d["time_per_sample_s"]),
-            peak_power_w=float(d["peak_power_w"]),
-            relative_samples=_opt_float(d.get("relative_samples")),
-            safe_freq_mhz=_opt_float(d.get("safe_freq_mhz")),
-            precision=str(d.get("precision", "fp32")),
-        )
+        return from_fields(cls, d, may_lack=("relative_samples",))
 
 
 @dataclass(frozen=True)
@@ -124,27 +107,7 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunRecord:
-        return cls(
-            method=str(d["method"]),
-            power_limit_w=_opt_float(d["power_limit_w"]),
-            seed=int(d["seed"]),
-            batch_size=int(d["batch_size"]),
-            freq_mhz=float(d["freq_mhz"]),
-            reached=bool(d["reached"]),
-            time_to_accuracy_s=_opt_float(d["time_to_accuracy_s"]),
-            energy_j=_opt_float(d.get("energy_j")),
-            peak_power_w=float(d["peak_power_w"]),
-            mean_power_w=float(d["mean_power_w"]),
-            samples_to_target=_opt_int(d.get("samples_to_target")),
-            samples_trained=int(d["samples_trained"]),
-            final_accuracy=float(d["final_accuracy"]),
-            guard_events=int(d.get("guard_events", 0)),
-            final_freq_mhz=_opt_float(d.get("final_freq_mhz")),
-            train_s=_opt_float(d.get("train_s")),
-            shared_from=d.get("shared_from"),
-            limit_exceeded=bool(d.get("limit_exceeded", False)),
-            precision=str(d.get("precision", "fp32")),
-        )
+        return from_fields(cls, d, may_lack=("energy_j", "samples_to_target"))
 
 
 @dataclass(frozen=True)
@@ -157,12 +120,13 @@ class Comparison:
     proxy: str
     target: str
     target_accuracy: float
-    power_limits_w: tuple[Optional[float], ...]
-    seeds: tuple[int, ...]
-    choices: tuple[ChoiceRecord, ...]
-    runs: tuple[RunRecord, ...]
-    settings: dict[str, Any] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    # typing's generics: from_fields reads these annotations (Python 3.8 too)
+    power_limits_w: Tuple[Optional[float], ...]
+    seeds: Tuple[int, ...]
+    choices: Tuple[ChoiceRecord, ...]
+    runs: Tuple[RunRecord, ...]
+    settings: Dict[str, Any] = field(default_factory=dict)
+    provenance: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -203,20 +167,7 @@ class Comparison:
                 f"{path}: schema is {obj.get('schema')!r}, expected {COMPARISON_SCHEMA!r}"
             )
         try:
-            return cls(
-                device=str(obj["device"]),
-                simulated=bool(obj["simulated"]),
-                model=str(obj["model"]),
-                proxy=str(obj["proxy"]),
-                target=str(obj["target"]),
-                target_accuracy=float(obj["target_accuracy"]),
-                power_limits_w=tuple(_opt_float(x) for x in obj["power_limits_w"]),
-                seeds=tuple(int(s) for s in obj["seeds"]),
-                choices=tuple(ChoiceRecord.from_dict(c) for c in obj["choices"]),
-                runs=tuple(RunRecord.from_dict(r) for r in obj["runs"]),
-                settings=dict(obj.get("settings", {})),
-                provenance=dict(obj.get("provenance", {})),
-            )
+            return from_fields(cls, obj)
         except (KeyError, TypeError, ValueError) as e:
             raise ArtifactError(f"{path}: malformed comparison record ({e!r})") from e
 

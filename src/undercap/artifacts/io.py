@@ -8,14 +8,16 @@ leaves either the old file or the new one, never half of one. No torch import.
 
 import codecs
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
 import os
 import sys
 import tempfile
+import typing
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Type, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple, Type, Union
 
 from undercap.errors import ArtifactError, UndercapError
 
@@ -213,6 +215,35 @@ def finite(value: Any, name: str, where: str, *, positive: bool = False) -> floa
     if x < 0:
         raise ArtifactError(f"{where}: {name} must not be negative, got {value!r}")
     return x
+
+
+def from_fields(cls: Any, obj: Mapping[str, Any], may_lack: Tuple[str, ...] = ()) -> Any:
+    """The dataclass `cls` from a JSON object, each field converted by its annotation
+    (int, float, str, bool, Optional, Tuple, Dict, a dataclass); other keys are ignored.
+    A missing field takes its default (None if named in `may_lack`), else KeyError."""
+    hints = typing.get_type_hints(cls)
+    kw = {}
+    for f in dataclasses.fields(cls):
+        if f.name in obj:
+            kw[f.name] = _convert(hints[f.name], obj[f.name])
+        elif f.name in may_lack:
+            kw[f.name] = None
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise KeyError(f.name)
+    return cls(**kw)
+
+
+def _convert(tp: Any, x: Any) -> Any:
+    origin, args = getattr(tp, "__origin__", None), getattr(tp, "__args__", None)
+    if origin is Union:  # Optional[T]
+        return None if x is None else _convert(args[0], x)
+    if origin in (tuple, Tuple):
+        return tuple(_convert(args[0], v) for v in x)
+    if origin in (dict, Dict):
+        return dict(x)
+    if dataclasses.is_dataclass(tp):
+        return tp.from_dict(x) if hasattr(tp, "from_dict") else from_fields(tp, x)
+    return x if tp is Any else tp(x)
 
 
 def file_sha256(path: PathLike, *, what: str = "file") -> str:

@@ -204,21 +204,13 @@ def _profile_row(r: Any, i: int, path: PathLike) -> ProfileRow:
     return ProfileRow(
         precision=precision,
         batch_size=b,
-        freq_mhz=finite(r["freq_mhz"], "freq_mhz", where, positive=True),
-        time_per_sample_s=finite(r["time_per_sample_s"], "time_per_sample_s", where, positive=True),
-        peak_power_w=finite(r["peak_power_w"], "peak_power_w", where, positive=True),
-        mean_power_w=finite(r["mean_power_w"], "mean_power_w", where, positive=True),
-        **_optional_fields(r, where),
+        **{k: finite(r[k], k, where, positive=True) for k in fields[1:]},
+        **{
+            k: (int if k == "steps" else float)(finite(r[k], k, where))
+            for k in OPTIONAL_ROW_FIELDS
+            if r.get(k) is not None
+        },
     )
-
-
-def _optional_fields(r: Dict[str, Any], where: str) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for key in OPTIONAL_ROW_FIELDS:
-        if r.get(key) is not None:
-            x = finite(r[key], key, where)
-            out[key] = int(x) if key == "steps" else x
-    return out
 
 
 def load_profile(path: PathLike) -> Profile:

@@ -8,6 +8,8 @@ counting the real model's FLOPs and activation sizes.
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Tuple
 
+from undercap.artifacts.io import from_fields
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -61,13 +63,4 @@ class Workload:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Workload":
-        return cls(
-            model=str(d["model"]),
-            input_shape=tuple(int(x) for x in d["input_shape"]),
-            flops_per_sample=float(d["flops_per_sample"]),
-            activation_bytes_per_sample=float(d["activation_bytes_per_sample"]),
-            traffic_bytes_per_sample=float(d["traffic_bytes_per_sample"]),
-            param_count=int(d["param_count"]),
-            kernels_per_step=int(d["kernels_per_step"]),
-            precision=str(d.get("precision", "fp32")),
-        )
+        return from_fields(cls, d)

@@ -30,10 +30,9 @@ COMMAND_MODULES = (
     "undercap.cli.solar",
     "undercap.cli.fleet",
 )
-# What a board runs, down to JetPack 4.6's Python 3.6 (the device path, tests/device_path.py);
-# the rest is the server's, on Python >= 3.8. Each server module's commands, so that 3.6
-# can name them without importing them (tests/test_jetpack4.py checks the names).
-DEVICE_COMMAND_MODULES = ("undercap.cli.devices", "undercap.cli.profile", "undercap.cli.train")
+# The server's modules, on Python >= 3.8, with their commands, so that 3.6 can name them
+# without importing them (tests/test_jetpack4.py checks the names); the others are what a
+# board runs, down to JetPack 4.6's Python 3.6 (the device path, tests/device_path.py).
 SERVER_COMMAND_MODULES = {
     "undercap.cli.select": ("select",),
     "undercap.cli.estimate": ("pretrain", "estimate", "plot-efficiency"),
@@ -41,6 +40,7 @@ SERVER_COMMAND_MODULES = {
     "undercap.cli.solar": ("solar",),
     "undercap.cli.fleet": ("fleet",),
 }
+SERVER_COMMANDS = [c for cs in SERVER_COMMAND_MODULES.values() for c in cs]
 SERVER_PYTHON = (3, 8)
 # Commands that import torch: their torch/numpy versions are checked first (preflight).
 TORCH_COMMANDS = frozenset(("profile", "pretrain", "estimate", "train", "run", "compare", "fleet"))
@@ -48,12 +48,11 @@ TORCH_COMMANDS = frozenset(("profile", "pretrain", "estimate", "train", "run", "
 
 def build_parser() -> argparse.ArgumentParser:
     server = sys.version_info >= SERVER_PYTHON
-    elsewhere = ", ".join(c for cs in SERVER_COMMAND_MODULES.values() for c in cs)
     parser = argparse.ArgumentParser(
         prog="undercap",
         description="Find the batch size and GPU frequency that reach a target accuracy "
         "fastest under a power limit, then train that way.",
-        epilog=None if server else f"On a server with Python >= 3.8: {elsewhere}.",
+        epilog=None if server else f"On a server with Python >= 3.8: {', '.join(SERVER_COMMANDS)}.",
     )
     parser.add_argument("--version", action="version", version=f"undercap {__version__}")
     parser.add_argument(
@@ -61,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        if name in DEVICE_COMMAND_MODULES or server:
+        if server or name not in SERVER_COMMAND_MODULES:
             importlib.import_module(name).register(sub)
     return parser
 
@@ -72,8 +71,7 @@ def server_command_refusal(argv: Sequence[str], python: Tuple[int, ...] = sys.ve
     if tuple(python) >= SERVER_PYTHON:
         return ""
     command = next((a for a in argv if not a.startswith("-")), None)
-    server = [c for cs in SERVER_COMMAND_MODULES.values() for c in cs]
-    if command not in server:
+    if command not in SERVER_COMMANDS:
         return ""
     here = "Python " + ".".join(str(p) for p in python[:3])
     return (

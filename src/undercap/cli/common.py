@@ -38,11 +38,15 @@ def fraction(text: str) -> float:
     return x
 
 
-def positive_int(text: str) -> int:
+def integer(text: str) -> int:
     try:
-        x = int(text)
+        return int(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
+
+
+def positive_int(text: str) -> int:
+    x = integer(text)
     if x <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
     return x
@@ -248,6 +252,19 @@ def add_shape_args(
         help=f"characters per sequence for text datasets (default {context_help})",
     )
     add_task_arg(p)
+
+
+def shaped_data(args: Any, dataset: str, **fields: Any) -> Any:
+    """A DataSpec of `dataset` where add_shape_args's flags say, with `fields`."""
+    from undercap.data.spec import DataSpec
+
+    return DataSpec(
+        dataset,
+        data_dir=args.data_dir,
+        input_shape=args.input_shape,
+        context=args.context,
+        **fields,
+    )
 
 
 def add_task_arg(p: Any) -> None:

@@ -21,6 +21,7 @@ from undercap.cli.common import (
     objective_kwargs,
     positive_float,
     positive_int,
+    shaped_data,
 )
 from undercap.cli.outputs import declare_outputs
 
@@ -266,18 +267,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     declare_outputs(q, files=("output",))
 
 
-def _data_spec(args: argparse.Namespace, dataset: Optional[str] = None) -> Any:
-    from undercap.data.spec import DataSpec
-
-    return DataSpec(
-        dataset=dataset or args.dataset,
-        data_dir=args.data_dir,
-        input_shape=args.input_shape,
-        context=args.context,
-        limit=args.limit,
-        split=args.split,
-        task=args.task,
-    )
+def _data_spec(args: argparse.Namespace, dataset: str) -> Any:
+    return shaped_data(args, dataset, limit=args.limit, split=args.split, task=args.task)
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
@@ -290,7 +281,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     res = pretrain(
         args.model,
-        _data_spec(args),
+        _data_spec(args, args.dataset),
         args.output,
         batch_size=args.batch_size,
         lr=args.lr,

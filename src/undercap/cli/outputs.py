@@ -22,9 +22,7 @@ def declare_outputs(
 
 @contextlib.contextmanager
 def held_outputs(args: argparse.Namespace) -> Iterator[None]:
-    """Before a command does any work: every output it was given can be written
-    (artifacts.io.check_output), and each folder it fills is this run's alone
-    (artifacts.io.folder_lock) until it ends. A refusal changes nothing on disk."""
+    """The outputs `declare_outputs` named, checked and held (the module docstring)."""
     from undercap.artifacts.io import check_output, folder_lock
 
     def given(names: Tuple[str, ...]) -> List[Tuple[str, Any]]:

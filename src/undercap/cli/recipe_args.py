@@ -20,8 +20,10 @@ from undercap.cli.common import (
     add_shape_args,
     fraction,
     int_list,
+    integer,
     positive_float,
     positive_int,
+    shaped_data,
 )
 from undercap.cli.estimate import add_executor_args, seeds_arg
 
@@ -35,17 +37,18 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         help="the dataset to train on: " + DATA_HELP,
     )
     add_shape_args(g)
-    per_proxy_types = proxy_limit_types()  # proxies: one value, or one per --proxy
+    types = {"proxy": (per_proxy(positive_int), per_proxy(integer))}  # one, or one a --proxy
     for role in ("proxy", "target", "pretrain"):
+        limit_type, seed_type = types.get(role, (positive_int, int))
         g.add_argument(
             f"--{role}-limit",
-            type=per_proxy_types["limit"] if role == "proxy" else positive_int,
+            type=limit_type,
             default=None,
             help=f"use a class-balanced subset of this many {role} training samples",
         )
         g.add_argument(
             f"--{role}-split-seed",
-            type=per_proxy_types["split_seed"] if role == "proxy" else int,
+            type=seed_type,
             default=0,
             help=f"seed of the {role} train/test split and subset (default 0)",
         )
@@ -159,18 +162,6 @@ def per_proxy(parse: Callable[[str], int]) -> Callable[[str], List[int]]:
     return parse_list
 
 
-def split_seed(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
-
-
-def proxy_limit_types() -> Dict[str, Any]:
-    """The types of --proxy-limit and --proxy-split-seed: one value or one per proxy."""
-    return {"limit": per_proxy(positive_int), "split_seed": per_proxy(split_seed)}
-
-
 def _nth(values: Any, i: int, n: int, flag: str) -> Any:
     """The i-th proxy's value of a per-proxy option (one value: every proxy's)."""
     if not isinstance(values, list):
@@ -186,15 +177,11 @@ def _nth(values: Any, i: int, n: int, flag: str) -> Any:
 
 def proxy_specs(args: argparse.Namespace, proxies: Optional[List[str]]) -> List[Any]:
     """A DataSpec per --proxy, with its own --proxy-limit and --proxy-split-seed."""
-    from undercap.data.spec import DataSpec
-
     n = len(proxies or [])
     return [
-        DataSpec(
-            dataset=name,
-            data_dir=args.data_dir,
-            input_shape=args.input_shape,
-            context=args.context,
+        shaped_data(
+            args,
+            name,
             limit=_nth(args.proxy_limit, i, n, "--proxy-limit"),
             seed=_nth(args.proxy_split_seed, i, n, "--proxy-split-seed"),
         )

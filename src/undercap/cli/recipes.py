@@ -19,6 +19,7 @@ from undercap.cli.common import (
     add_slice_args,
     fraction,
     objective_kwargs,
+    shaped_data,
     training_exit_code,
 )
 from undercap.cli.estimate import seeds_arg
@@ -132,17 +133,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # --- shared set-up ----------------------------------------------------------------
 def _spec(args: argparse.Namespace, role: str, dataset: str) -> Any:
-    from undercap.data.spec import DataSpec
-
-    return DataSpec(
-        dataset=dataset,
-        data_dir=args.data_dir,
-        input_shape=args.input_shape,
-        context=args.context,
-        limit=getattr(args, f"{role}_limit"),
-        seed=getattr(args, f"{role}_split_seed"),
-        task=args.task,
-    )
+    limit, seed = getattr(args, f"{role}_limit"), getattr(args, f"{role}_split_seed")
+    return shaped_data(args, dataset, limit=limit, seed=seed, task=args.task)
 
 
 def _check_common(args: argparse.Namespace) -> None:
@@ -202,6 +194,24 @@ def _device_options(args: argparse.Namespace) -> dict[str, Any]:
     return {**options, "helper": args.helper} if args.helper else options
 
 
+def _shared(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields RunConfig and CompareConfig take alike, from the flags."""
+    return {
+        "device": args.device,
+        "model": args.model,
+        "target": _spec(args, "target", args.target),
+        "setup": _setup(args),
+        "proxy_accuracy": args.proxy_accuracy,
+        "pretrain_source": _spec(args, "pretrain", args.pretrain) if args.pretrain else None,
+        "pretrain_samples": args.pretrain_samples,
+        "profile": args.profile,
+        "cache_dir": str(args.cache_dir) if args.cache_dir else None,
+        "device_options": _device_options(args),
+        "power_margin_w": args.power_margin_w,
+        "precision": args.precision or defaults.PRECISION,
+    }
+
+
 # --- commands ---------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from undercap.errors import UndercapError
@@ -216,29 +226,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UndercapError("--proxy-slice estimates r(b), --efficiency reuses it: give one")
     if args.power_limit is None and not (args.power_schedule or args.power_source):
         raise UndercapError("give --power-limit W (or none), or --power-schedule/--power-source")
-    target = _spec(args, "target", args.target)
+    shared = _shared(args)
     cfg = RunConfig(
-        device=args.device,
-        model=args.model,
-        **R.proxy_fields(args, target=target),
-        target=target,
+        **shared,
+        **R.proxy_fields(args, target=shared["target"]),
         cap=cap_of(args),  # one value (train/cap.py), from the one of three flags given
-        setup=_setup(args),
         target_accuracy=args.target_accuracy,
-        proxy_accuracy=args.proxy_accuracy,
         proxy_fraction=args.proxy_fraction,
         objective=args.objective,
         energy_budget_j=args.energy_budget_j,
         estimate_seeds=tuple(args.estimate_seeds or (0, 1, 2)),
         seed=args.seed,
-        profile=args.profile,
-        pretrain_source=_spec(args, "pretrain", args.pretrain) if args.pretrain else None,
-        pretrain_samples=args.pretrain_samples,
         full_profile=args.full_profile,
-        cache_dir=str(args.cache_dir) if args.cache_dir else None,
-        device_options=_device_options(args),
-        power_margin_w=args.power_margin_w,
-        precision=args.precision or defaults.PRECISION,
     )
     out = run(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(out.summary)
@@ -252,26 +251,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     _check_common(args)
     cfg = CompareConfig(
-        device=args.device,
-        model=args.model,
+        **_shared(args),
         **R.proxy_fields(args, single=True),
-        target=_spec(args, "target", args.target),
         power_limits_w=tuple(args.power_limits),
-        setup=_setup(args),
         seeds=tuple(args.seeds),
         target_accuracy=args.target_accuracy,
         target_fraction=args.target_fraction,
-        proxy_accuracy=args.proxy_accuracy,
         estimate_seeds=tuple(args.estimate_seeds) if args.estimate_seeds else None,
-        pretrain_source=_spec(args, "pretrain", args.pretrain) if args.pretrain else None,
-        pretrain_samples=args.pretrain_samples,
-        profile=args.profile,
         safe_profiles=tuple(p for p in args.safe_profiles.split(",") if p.strip()),
-        precision=args.precision or defaults.PRECISION,
         baseline_precision=args.baseline_precision,
-        cache_dir=str(args.cache_dir) if args.cache_dir else None,
-        device_options=_device_options(args),
-        power_margin_w=args.power_margin_w,
     )
     comparison = run_comparison(cfg, args.output, progress=not args.no_progress)
     sys.stdout.write(markdown_report(comparison))

@@ -24,6 +24,7 @@ from undercap.cli.common import (
     add_removed_flags,
     add_shape_args,
     fraction,
+    objective_kwargs,
     positive_float,
     positive_int,
 )
@@ -231,6 +232,7 @@ def _resolve(args: argparse.Namespace) -> "TrainSpec":
         )
     plan = Plan.from_selection(sel) if sel else Plan(args.model, args.batch_size or 0, None)
     flags = {name: getattr(args, flag) for name, flag in _PLAN_FLAGS.items()}
+    flags.update(objective_kwargs(args))
     plan = dataclasses.replace(plan, **{k: v for k, v in flags.items() if v is not None})
     plan = dataclasses.replace(plan, deterministic=plan.deterministic or args.deterministic)
     for value, flag in ((plan.model, "--model"), (plan.batch_size, "--batch-size")):
@@ -254,7 +256,8 @@ def _resolve(args: argparse.Namespace) -> "TrainSpec":
     return spec
 
 
-#: the plan's fields (train/spec.Plan) the flags set, by the flags' dests
+#: the plan's fields (train/spec.Plan) the flags set, by the flags' dests (and the
+#: fields of objective_kwargs)
 _PLAN_FLAGS = {
     "model": "model",
     "batch_size": "batch_size",
@@ -267,11 +270,6 @@ _PLAN_FLAGS = {
     "eval_max_samples": "eval_max_samples",
     "eval_schedule": "eval_schedule",
     "seed": "seed",
-    "loss": "loss",
-    "metric": "metric",
-    "optimizer_factory": "optimizer",
-    "lr_scheduler": "lr_scheduler",
-    "train_step": "train_step",
     "precision": "precision",
 }
 

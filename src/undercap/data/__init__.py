@@ -57,7 +57,6 @@ DATASET_KINDS = (
     "text",
     "py",
 )
-_OFFICIAL = {"cifar10", "cifar100", "svhn", "mnist", "fashion-mnist"}
 _NEEDS_ARG = {"npz", "folder", "text", "py"}
 
 

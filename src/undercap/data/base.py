@@ -65,10 +65,5 @@ class Splits:
         """The splits on `torch_device` (on a GPU, so batches need no host copy)."""
         if torch_device == "cpu":
             return self
-        return dataclasses.replace(
-            self,
-            x_train=self.x_train.to(torch_device),
-            y_train=self.y_train.to(torch_device),
-            x_test=self.x_test.to(torch_device),
-            y_test=self.y_test.to(torch_device),
-        )
+        tensors = ("x_train", "y_train", "x_test", "y_test")
+        return dataclasses.replace(self, **{k: getattr(self, k).to(torch_device) for k in tensors})

@@ -42,9 +42,7 @@ def _list(root: Path, classes: List[str]) -> Tuple[List[Path], List[int]]:
 
 
 def _decode(files: List[Path], size_hw: Optional[Tuple[int, int]]) -> np.ndarray:
-    pil = require("PIL.Image", "images", "reading image folders")
-    Image, UnidentifiedImageError = pil, pil.UnidentifiedImageError
-
+    Image = require("PIL.Image", "images", "reading image folders")
     images, gray = [], True
     bar = tqdm(
         files,
@@ -60,7 +58,7 @@ def _decode(files: List[Path], size_hw: Optional[Tuple[int, int]]) -> np.ndarray
                 im.load()
                 gray = gray and im.mode in _GRAY_MODES
                 images.append(im.copy())
-        except (UnidentifiedImageError, OSError) as e:
+        except (Image.UnidentifiedImageError, OSError) as e:
             raise DataError(f"folder: {f} is not a readable image ({type(e).__name__})") from e
     mode = "L" if gray else "RGB"
     h, w = size_hw if size_hw is not None else (images[0].height, images[0].width)

@@ -15,7 +15,7 @@ Formats:
 * MNIST / Fashion-MNIST idx files (http://yann.lecun.com/exdb/mnist/), optionally
   gzipped: magic = 0x0000, type byte (0x08 = uint8), number of dims, then each dim
   as a big-endian int32, then the data.
-* Image folders: see datasets/folder.py.
+* Image folders: see data/folder.py.
 """
 
 import gzip
@@ -161,10 +161,8 @@ def read_cifar(root: Path, name: str) -> RawImages:
     folder = root / sub if (root / sub).is_dir() else root
     parts = [_cifar_file(folder / f, key, name, expected) for f in train_files + test_files]
     n_tr = len(train_files)
-    x = np.concatenate([p[0] for p in parts[:n_tr]])
-    y = np.concatenate([p[1] for p in parts[:n_tr]])
-    xt = np.concatenate([p[0] for p in parts[n_tr:]])
-    yt = np.concatenate([p[1] for p in parts[n_tr:]])
+    x, y = (np.concatenate(arrays) for arrays in zip(*parts[:n_tr]))
+    xt, yt = (np.concatenate(arrays) for arrays in zip(*parts[n_tr:]))
     return RawImages(x, y, xt, yt, n_cls)
 
 

@@ -21,7 +21,8 @@ from typing import Any, List, Optional
 import numpy as np
 import torch
 
-from undercap.errors import DataError
+from undercap.errors import DataError, UndercapError
+from undercap.models.tasks import task_named
 
 
 class Items:
@@ -55,9 +56,6 @@ class Items:
 def task_of(train: Items, test: Items, named: Optional[str], text: str) -> Optional[str]:
     """The task the items say (module docstring), or the named one (checked)."""
     if named:
-        from undercap.errors import UndercapError
-        from undercap.models.tasks import task_named
-
         try:
             return task_named(named).name
         except UndercapError as e:

@@ -16,7 +16,7 @@ seeded shuffle (paper: 90/10 for text).
 
 import unicodedata
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -60,10 +60,6 @@ def encode(text: str) -> np.ndarray:
     """Token ids (uint8) of `text` after normalisation."""
     codes = np.frombuffer(normalise_text(text).encode("utf-32-le"), dtype=np.uint32)
     return _LUT[codes]
-
-
-def decode(ids: Union[torch.Tensor, np.ndarray, List[int]]) -> str:
-    return "".join(VOCAB[int(i)] for i in np.asarray(ids).reshape(-1))
 
 
 def read_corpus(paths: List[Path]) -> str:

@@ -103,8 +103,7 @@ def stratified_split(y: np.ndarray, train_frac: float, seed: int) -> Tuple[np.nd
     rng = np.random.default_rng(seed)
     train, test = [], []
     for c in np.unique(y):
-        idx = np.flatnonzero(y == c)
-        rng.shuffle(idx)
+        idx = rng.permutation(np.flatnonzero(y == c))
         k = int(round(train_frac * idx.size))
         train.append(idx[:k])
         test.append(idx[k:])
@@ -119,11 +118,7 @@ def balanced_subset(y: np.ndarray, n: int, seed: int) -> np.ndarray:
     if n >= y.size:
         return np.arange(y.size)
     rng = np.random.default_rng(seed)
-    per_class = []
-    for c in np.unique(y):
-        idx = np.flatnonzero(y == c)
-        rng.shuffle(idx)
-        per_class.append(idx)
+    per_class = [rng.permutation(np.flatnonzero(y == c)) for c in np.unique(y)]
     order = []
     for rank in range(max(len(p) for p in per_class)):
         order.extend(p[rank] for p in per_class if rank < len(p))

@@ -15,6 +15,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -105,15 +106,11 @@ class Device(ABC):
     # --- time and work ------------------------------------------------------------
     def now_s(self) -> float:
         """The device's clock. Wall clock for real devices; virtual for simulated."""
-        import time
-
         return time.monotonic()
 
     def wait_s(self, seconds: float) -> None:
         """Let `seconds` pass with the GPU idle (training paused for lack of power).
         Real devices sleep; a simulated device advances its virtual clock."""
-        import time
-
         time.sleep(max(0.0, seconds))
 
     def synchronize(self) -> None:

@@ -48,7 +48,29 @@ def open_device(
     here, before any work (`check_control=False`: only describe the device). Clock
     control goes through an undercap-helper where one serves the device (`helper`: its
     socket; else $UNDERCAP_HELPER, else the default path where it exists)."""
-    device = _open(name, sysfs_root, read_only, allow_clock_control, seed, helper)
+    if name.startswith("sim:"):
+        from undercap.devices.simulated import SimulatedDevice
+
+        device: Device = SimulatedDevice.from_name(name[4:], seed=seed, read_only=read_only)
+    elif name.startswith("trace:"):
+        from undercap.devices.trace import TraceDevice, read_trace
+
+        device = TraceDevice(read_trace(name[6:]), seed=seed, read_only=read_only)
+    elif name == "jetson":
+        from undercap.devices.jetson import JetsonDevice
+
+        relay = None if read_only else _relay(name, helper)
+        device = JetsonDevice(sysfs_root=sysfs_root, read_only=read_only, relay=relay)
+    elif name.startswith("nvml:"):
+        from undercap.devices.nvml import NvmlDevice
+
+        control = allow_clock_control and not read_only
+        index = _nvml_index(name)
+        relay = _relay(name, helper) if control else None
+        device = NvmlDevice(index, allow_clock_control=control, relay=relay)
+    else:
+        valid = ", ".join([*simulated_names(), "trace:<file.csv>", "jetson", "nvml:<index>"])
+        raise DeviceError(f"unknown device {name!r}; known devices: {valid}")
     if check_control:
         try:
             device.check_control()
@@ -56,38 +78,6 @@ def open_device(
             device.close()
             raise
     return device
-
-
-def _open(
-    name: str,
-    sysfs_root: Union[str, Path],
-    read_only: bool,
-    allow_clock_control: bool,
-    seed: int,
-    helper: Optional[str] = None,
-) -> Device:
-    if name.startswith("sim:"):
-        from undercap.devices.simulated import SimulatedDevice
-
-        return SimulatedDevice.from_name(name[4:], seed=seed, read_only=read_only)
-    if name.startswith("trace:"):
-        from undercap.devices.trace import TraceDevice
-
-        return TraceDevice.from_path(name[6:], seed=seed, read_only=read_only)
-    if name == "jetson":
-        from undercap.devices.jetson import JetsonDevice
-
-        relay = None if read_only else _relay(name, helper)
-        return JetsonDevice(sysfs_root=sysfs_root, read_only=read_only, relay=relay)
-    if name.startswith("nvml:"):
-        from undercap.devices.nvml import NvmlDevice
-
-        control = allow_clock_control and not read_only
-        index = _nvml_index(name)
-        relay = _relay(name, helper) if control else None
-        return NvmlDevice(index, allow_clock_control=control, relay=relay)
-    valid = ", ".join([*simulated_names(), "trace:<file.csv>", "jetson", "nvml:<index>"])
-    raise DeviceError(f"unknown device {name!r}; known devices: {valid}")
 
 
 def _relay(name: str, helper: Optional[str]) -> Any:

@@ -66,18 +66,17 @@ def _text(x: Any) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
 
 
-def _field_value(nv: Any, v: Any) -> float:
+#: the member of a c_nvmlFieldValue_t's value by its valueType (nvml.h nvmlValueType_t:
+#: NVML_VALUE_TYPE_DOUBLE = 0, UNSIGNED_INT, UNSIGNED_LONG, UNSIGNED_LONG_LONG,
+#: SIGNED_LONG_LONG, SIGNED_INT, UNSIGNED_SHORT = 6)
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
+def _field_value(v: Any) -> float:
     """The number in a c_nvmlFieldValue_t, by its value type."""
-    attr = {
-        getattr(nv, "NVML_VALUE_TYPE_DOUBLE", 0): "dVal",
-        getattr(nv, "NVML_VALUE_TYPE_UNSIGNED_INT", 1): "uiVal",
-        getattr(nv, "NVML_VALUE_TYPE_UNSIGNED_LONG", 2): "ulVal",
-        getattr(nv, "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG", 3): "ullVal",
-        getattr(nv, "NVML_VALUE_TYPE_SIGNED_LONG_LONG", 4): "sllVal",
-        getattr(nv, "NVML_VALUE_TYPE_SIGNED_INT", 5): "siVal",
-        getattr(nv, "NVML_VALUE_TYPE_UNSIGNED_SHORT", 6): "usVal",
-    }.get(v.valueType, "uiVal")
-    return float(getattr(v.value, attr))
+    t = v.valueType
+    member = _VALUE_MEMBERS[t] if 0 <= t < len(_VALUE_MEMBERS) else "uiVal"
+    return float(getattr(v.value, member))
 
 
 def nvml_device_count(nvml: Any = None) -> int:
@@ -107,8 +106,6 @@ class NvmlDevice(RestoresOnCrash, Device):
 
     state_backend = "nvml"
 
-    is_simulated = False
-
     def __init__(
         self,
         index: int = 0,
@@ -121,7 +118,6 @@ class NvmlDevice(RestoresOnCrash, Device):
     ) -> None:
         self._nv = nvml or import_pynvml()
         self.index, self.name = index, f"nvml:{index}"
-        self.allow_clock_control = allow_clock_control
         self.read_only = not allow_clock_control
         self.relay = relay if allow_clock_control else None  # helper/client.py
         self._open = False
@@ -146,7 +142,6 @@ class NvmlDevice(RestoresOnCrash, Device):
             raise
         self.device_key = f"nvml-{self.uuid}"
         self.state_file = Path(state_file or state_path(self.device_key, state_dir("/")))
-        self.last_snap: Optional[Dict[str, float]] = None
         self._freqs: Optional[Tuple[float, ...]] = None
         self._mem_clock_mhz: Optional[int] = None
         self._power_source: Optional[str] = None  # "instant field" or "power usage (average)"
@@ -198,7 +193,7 @@ class NvmlDevice(RestoresOnCrash, Device):
         """Lock the graphics clock. Returns the locked clock: NVML locks exactly at a
         supported clock, and the clock read back on an idle GPU need not show it (the
         read-back is kept in `last_snap` when it differs)."""
-        if not self.allow_clock_control:
+        if self.read_only:
             raise DevicePermissionError(
                 f"{self.name}: clock control is off (read-only by default); pass "
                 "--allow-clock-control (needs root) to lock GPU clocks"
@@ -289,7 +284,7 @@ class NvmlDevice(RestoresOnCrash, Device):
                 v = nv.nvmlDeviceGetFieldValues(self._h, [field])[0]
                 if v.nvmlReturn == nv.NVML_SUCCESS:
                     self._power_source = "instant field"
-                    return _field_value(nv, v) / 1000.0  # mW
+                    return _field_value(v) / 1000.0  # mW
             except nv.NVMLError:
                 pass
         self._power_source = "power usage (average)"
@@ -344,7 +339,7 @@ class NvmlDevice(RestoresOnCrash, Device):
         return out
 
     def _control_status(self) -> Tuple[bool, str]:
-        if not self.allow_clock_control:
+        if self.read_only:
             return False, "no: read-only by default (pass --allow-clock-control, needs root" + (
                 " or the undercap-helper here)" if _helper_here() else ")"
             )
@@ -393,7 +388,7 @@ class NvmlDevice(RestoresOnCrash, Device):
         )
 
     def close(self) -> None:
-        self.close_relay()
+        super().close()
         if self._open:
             self._open = False
             with contextlib.suppress(self._nv.NVMLError):

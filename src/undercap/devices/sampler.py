@@ -29,8 +29,8 @@ import math
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from dataclasses import dataclass, replace
+from typing import List, Optional, Set, Tuple, Union
 
 import numpy as np
 
@@ -38,7 +38,6 @@ from undercap import defaults
 from undercap.devices.base import Device
 from undercap.errors import DeviceError
 
-DEFAULT_RATE_HZ = defaults.TRAIN_SAMPLE_RATE_HZ
 PEAK_WINDOW_S = defaults.PEAK_WINDOW_S
 
 
@@ -54,22 +53,6 @@ class PowerStats:
     n_samples: int
     peak_window_s: float = PEAK_WINDOW_S
     energy_from_counter: bool = False
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> "PowerStats":
-        return cls(
-            peak_w=float(d["peak_w"]),
-            max_raw_w=float(d["max_raw_w"]),
-            mean_w=float(d["mean_w"]),
-            energy_j=float(d["energy_j"]),
-            duration_s=float(d["duration_s"]),
-            n_samples=int(d["n_samples"]),
-            peak_window_s=float(d.get("peak_window_s", PEAK_WINDOW_S)),
-            energy_from_counter=bool(d.get("energy_from_counter", False)),
-        )
 
 
 def summarize(
@@ -134,7 +117,7 @@ class PowerSampler:
     def __init__(
         self,
         device: Device,
-        rate_hz: float = DEFAULT_RATE_HZ,
+        rate_hz: float = defaults.TRAIN_SAMPLE_RATE_HZ,
         *,
         peak_window_s: float = PEAK_WINDOW_S,
     ) -> None:
@@ -180,16 +163,7 @@ class PowerSampler:
         if counted is None:
             return stats
         mean = counted / stats.duration_s if stats.duration_s > 0 else stats.mean_w
-        return PowerStats(
-            peak_w=stats.peak_w,
-            max_raw_w=stats.max_raw_w,
-            mean_w=mean,
-            energy_j=counted,
-            duration_s=stats.duration_s,
-            n_samples=stats.n_samples,
-            peak_window_s=self.peak_window_s,
-            energy_from_counter=True,
-        )
+        return replace(stats, mean_w=mean, energy_j=counted, energy_from_counter=True)
 
     def stats_between(self, start_s: float, end_s: float) -> Optional[PowerStats]:
         """Statistics of the readings from `start_s` to `end_s` (device time), e.g. one
@@ -239,22 +213,20 @@ class _VirtualSampling:
     def _end(self) -> float:
         return self.device.now_s() if self.t_end is None else self.t_end
 
-    def _times(self, k0: int, end: float) -> np.ndarray:
+    def _read(self, k0: int, end: float) -> Tuple[np.ndarray, np.ndarray]:
+        """The readings from the k0-th sample time up to `end`."""
         n = int(math.floor((end - self.t0) / self.dt + 1e-9)) + 1
         t = self.t0 + self.dt * np.arange(max(0, k0), n)
         if t.size == 0 or end - t[-1] > 1e-9:  # a last reading at the window's end
             t = np.append(t, end)
-        return t
+        return t, self.device.power_readings_w(t)  # type: ignore[attr-defined]
 
     def readings(self) -> Tuple[np.ndarray, np.ndarray]:
-        t = self._times(0, self._end())
-        return t, self.device.power_readings_w(t)  # type: ignore[attr-defined]
+        return self._read(0, self._end())
 
     def recent(self, window_s: float) -> Tuple[np.ndarray, np.ndarray]:
         end = self._end()
-        k0 = int(math.ceil((end - window_s - self.t0) / self.dt - 1e-9))
-        t = self._times(k0, end)
-        return t, self.device.power_readings_w(t)  # type: ignore[attr-defined]
+        return self._read(int(math.ceil((end - window_s - self.t0) / self.dt - 1e-9)), end)
 
 
 class _ThreadSampling:

@@ -27,7 +27,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.io import decode_text, write_atomic
@@ -202,19 +202,11 @@ class RestoresOnCrash:
     _changed = False
     _state_written = False
     relay: Any = None
-
-    # --- the backend's part -------------------------------------------------------
-    def _current_state(self) -> Dict[str, Any]:
-        raise NotImplementedError
-
-    def apply_state(self, state: Dict[str, Any]) -> None:
-        raise NotImplementedError
-
-    def _state_open_args(self) -> Dict[str, Any]:
-        raise NotImplementedError
-
-    def boot_id(self) -> Optional[str]:
-        raise NotImplementedError
+    # the backend's part (above)
+    _current_state: Callable[[], Dict[str, Any]]
+    apply_state: Callable[[Dict[str, Any]], None]
+    _state_open_args: Callable[[], Dict[str, Any]]
+    boot_id: Callable[[], Optional[str]]
 
     def restore_hint(self) -> str:
         return f"undercap restore --state-file {self.state_file}"
@@ -224,12 +216,9 @@ class RestoresOnCrash:
         """Current settings. The outermost call also checks for a state file left by
         a crashed run; the file itself is written at the first actual change."""
         state = self._current_state()
-        if self.relay is not None:
-            if self._depth == 0:
-                self.relay.acquire()
-            self._depth += 1
-            return state
-        if self._depth == 0:
+        if self._depth == 0 and self.relay is not None:
+            self.relay.acquire()
+        elif self._depth == 0:
             self._check_leftover_state()
             self._original, self._changed, self._state_written = state, False, False
         self._depth += 1
@@ -249,7 +238,7 @@ class RestoresOnCrash:
                 remove_state(self.state_file)
             self._original, self._changed, self._state_written = None, False, False
 
-    def close_relay(self) -> None:
+    def close(self) -> None:
         if self.relay is not None:
             self.relay.close()
             self.relay = None

@@ -95,19 +95,14 @@ def read_trace(path: Union[str, Path]) -> Trace:
             raise DeviceError(f"trace {path}: {key[0]} at b={key[1]}, {key[2]:g} MHz appears twice")
         points[key] = value
     trace = Trace(str(path), boards.pop(), points)
-    _check_complete(trace)
-    return trace
-
-
-def _check_complete(trace: Trace) -> None:
-    freqs = trace.freqs_mhz
-    for model, b in sorted({(m, b) for m, b, _ in trace.points}):
-        lacking = [f for f in freqs if (model, b, f) not in trace.points]
+    for model, b in sorted({(m, b) for m, b, _ in points}):  # every (model, b) at every clock
+        lacking = [f for f in trace.freqs_mhz if (model, b, f) not in points]
         if lacking:
             raise DeviceError(
-                f"trace {trace.path}: {model} at b={b} lacks {', '.join(f'{f:g}' for f in lacking)}"
+                f"trace {path}: {model} at b={b} lacks {', '.join(f'{f:g}' for f in lacking)}"
                 " MHz; measure every batch size at every clock of the file"
             )
+    return trace
 
 
 class TraceDevice(SimulatedDevice):
@@ -126,10 +121,6 @@ class TraceDevice(SimulatedDevice):
         super().__init__(spec, seed=seed, read_only=read_only)
         self.name = f"trace:{trace.path}"
         self.trace = trace
-
-    @classmethod
-    def from_path(cls, path: str, *, seed: int = 0, read_only: bool = False) -> "TraceDevice":
-        return cls(read_trace(path), seed=seed, read_only=read_only)
 
     def model_step(self, workload: Workload, batch_size: int, freq_mhz: float) -> StepModel:
         point = self.trace.points.get((workload.model, batch_size, float(freq_mhz)))

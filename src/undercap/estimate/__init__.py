@@ -6,13 +6,11 @@ model with every b, square-root learning-rate scaling from the largest batch
 (Krizhevsky 2014; Hoffer et al. 2017), until the target or a sample budget. Only the
 ratio r(b) is used by selection, so the proxy need not match the target data exactly.
 
-Several seeds (data order; a fresh classifier head) give a mean and a spread.
-N(b) is the mean over the seeds that reached the target; r(b) is relative to the
-largest batch size that reached it; a batch size where no seed reached the target
-has no r(b) and is listed under "excluded". The target is absolute
-(`target_accuracy`) or a fraction of the best accuracy the largest batch reaches
-within the budget (`target_fraction`: those reference runs go first, over the whole
-budget or to a plateau, and their curves give N(b_max)).
+Several seeds (data order; a fresh classifier head) give a mean and a spread
+(aggregate.py: N(b), r(b), and the batch sizes no seed took to the target, excluded).
+The target is absolute (`target_accuracy`) or a fraction of the best accuracy the
+largest batch reaches within the budget (`target_fraction`: those reference runs go
+first, over the whole budget or to a plateau, and their curves give N(b_max)).
 
 Each finished (b, seed) run is kept in the cache (artifacts.cache, kind
 "estimate-run", keyed by everything that fixes its trajectory: estimate.config), so
@@ -257,14 +255,10 @@ def estimate(
         log(f"reused {runner.reused} finished run(s) from the cache {cache_dir}; ran {runner.ran}")
     work_dir = None if cache_dir is None else str(cache_dir)
     eff = aggregate(cfg, records, target_info, skipped=runner.skipped, work_dir=work_dir)
-    cost = dict(eff.extra["cost"], elapsed_s=time.perf_counter() - t0, reused_runs=runner.reused)
-    extra = dict(eff.extra, cost=cost)
-    extra["config"] = dict(_config_record(cfg, fp, work_dir, jobs, device), **where)
-    extra["provenance"] = provenance(
+    eff.extra["cost"].update(elapsed_s=time.perf_counter() - t0, reused_runs=runner.reused)
+    eff.extra["config"] = dict(_config_record(cfg, fp, work_dir, jobs, device), **where)
+    eff.extra["provenance"] = provenance(
         seeds=list(cfg.seeds), torch_device=device, jobs=jobs, torch_threads=threads
-    )
-    eff = Efficiency(
-        eff.model, eff.dataset, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
     )
     return eff if sliced is None else of_slice(cfg, eff, sliced)
 

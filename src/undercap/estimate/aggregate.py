@@ -8,6 +8,7 @@ N_s(b) / N(b_ref) (sample std, min, max). A batch size where no seed reached the
 target has no r(b): it is listed under "excluded" and is out of selection.
 """
 
+import dataclasses
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -68,7 +69,7 @@ def aggregate(
         "target": dict(target_info, accuracy_kind=kinds.pop() if len(kinds) == 1 else "mixed"),
         "reference_batch_size": b_ref,
         "relative_spread": spread,
-        "samples_to_target_mean": {str(b): _mean_or_none(reached[b]) for b in bs},
+        "samples_to_target_mean": {str(b): fmean(reached[b]) if reached[b] else None for b in bs},
         "samples_to_target_std": {str(b): _std(reached[b]) if reached[b] else None for b in bs},
         "reached": {str(b): [len(reached[b]), len(seeds)] for b in bs},
         "excluded": excluded,
@@ -118,10 +119,6 @@ def _skip_notes(skipped: Sequence[Tuple[int, int]], budget: int) -> List[str]:
         "budget and ended far below the target"
         for b, seeds in by_b.items()
     ]
-
-
-def _mean_or_none(xs: List[float]) -> Optional[float]:
-    return fmean(xs) if xs else None
 
 
 def _notes(
@@ -187,9 +184,7 @@ def of_slice(cfg: EstimateConfig, eff: Efficiency, sliced: Dict[str, Any]) -> Ef
     _check_slice(cfg, eff, sliced)
     extra = dict(eff.extra, slice=dict(sliced, target=eff.extra["target"]))
     name = f"{eff.dataset} [{sliced['percent']} slice, slice seed {sliced['seed']}]"
-    return Efficiency(
-        eff.model, name, eff.target_accuracy, eff.samples_to_target, eff.relative, extra
-    )
+    return dataclasses.replace(eff, dataset=name, extra=extra)
 
 
 def _check_slice(cfg: EstimateConfig, eff: Efficiency, sliced: Dict[str, Any]) -> None:

@@ -191,12 +191,7 @@ def fingerprint(cfg: EstimateConfig) -> Dict[str, Any]:
         "user_code": code_digest(cfg.model, cfg.data.dataset, cfg.loss, cfg.metric, *recipe),
     }
     if any(recipe):  # only then, so the keys of every earlier run stay as they were
-        fp.update(
-            optimizer_factory=cfg.optimizer_factory,
-            lr_scheduler=cfg.lr_scheduler,
-            train_step=cfg.train_step,
-            base_lr=cfg.lr,  # None: the factory's own rate
-        )
+        fp.update(cfg.recipe_paths, base_lr=cfg.lr)  # base_lr None: the factory's own rate
     if cfg.eval_schedule != "dense":  # likewise: dense runs keep their keys
         fp.update(eval_schedule=cfg.eval_schedule, screen_samples=cfg.screen_samples)
     if cfg.precision != "fp32":  # likewise: fp32 runs keep theirs; mixed precision's apart

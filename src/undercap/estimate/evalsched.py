@@ -44,12 +44,8 @@ reports the same grid point while evaluating the whole split at only a few:
   accuracy did not touch it.
 * Far looks without replay (CUDA). CUDA training is not repeatable (without
   deterministic kernels), so a restored checkpoint would not retrace the run: there
-  the run follows a device run's plan (train/loop/evalplan.EvalPlan): a far look's next
-  look is the earlier of the growth jump and the grid point where the secant through
-  the last two looks reaches the far line, and once a look is not far, every grid
-  point gets one, to the end (no return to far: the curve is noisy near the target).
-  Its one assumption is the device's: between a far look and the next, the accuracy
-  does not climb from below the far line to the target. On the H200's dense curves
+  the run follows a device run's plan, and its one assumption (train/loop/evalplan.py:
+  secant looks, no return to far). On the H200's dense curves
   (benchmarks/results/estimate_cost_h200/looks) it saves a third of the looks and
   keeps every N(b).
 * Reference runs (--target-fraction, no target yet) look at every grid point against
@@ -61,7 +57,7 @@ The end of the budget is always evaluated on the whole split, as dense does.
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional
 
 from undercap.train.loop.evalplan import SCHEDULES, Check, EvalPlan, SparseParams, next_look
@@ -69,26 +65,15 @@ from undercap.train.loop.evalplan import SCHEDULES, Check, EvalPlan, SparseParam
 __all__ = ["SCHEDULES", "SparseParams", "SparseStats", "run_sparse"]
 
 
-@dataclass(frozen=True)
-class SparseStats:
-    """What one sparse run evaluated (kept in its record, "eval")."""
-
-    stop: str  # "target", "budget" or "plateau"
-    looks: int  # grid points looked at
-    screened_items: int  # held-out items scored by looks that stopped before the end
-    full_evals: int  # whole-split evaluations (the curve's points)
-    replayed_samples: int  # samples trained twice after restoring a checkpoint
-
-
 @dataclass
-class _Tally:
-    looks: int = 0
-    screened: int = 0
-    full: int = 0
-    replayed: int = 0
+class SparseStats:
+    """What one sparse run evaluated (kept in its record, "eval"), tallied as it runs."""
 
-    def stats(self, stop: str) -> SparseStats:
-        return SparseStats(stop, self.looks, self.screened, self.full, self.replayed)
+    stop: str = "budget"  # "target", "budget" or "plateau"
+    looks: int = 0  # grid points looked at
+    screened_items: int = 0  # held-out items scored by looks that stopped before the end
+    full_evals: int = 0  # whole-split evaluations (the curve's points)
+    replayed_samples: int = 0  # samples trained twice after restoring a checkpoint
 
 
 def run_sparse(
@@ -110,7 +95,7 @@ def _planned(tr: Any, target: float, params: SparseParams) -> SparseStats:
     plan = tr.plan = EvalPlan(target, tr.cfg.eval_every_samples, params)
     tr.run()
     stop = "target" if tr.samples_to_target is not None else "budget"
-    return SparseStats(stop, plan.looks, plan.screened, plan.full, replayed_samples=0)
+    return SparseStats(stop, plan.looks, plan.screened, plan.full)
 
 
 class _FarCheck(Check):
@@ -134,7 +119,7 @@ def _look(
     tr: Any,
     threshold: float,
     params: SparseParams,
-    tally: _Tally,
+    tally: SparseStats,
     force: bool,
     target: Optional[float] = None,
 ) -> Any:
@@ -150,14 +135,14 @@ def _look(
     else:
         point, done = tr.sequential(check)
         if point is None:
-            tally.screened += done.items
-    tally.full += point is not None
+            tally.screened_items += done.items
+    tally.full_evals += point is not None
     return point, check
 
 
 def _replayed(tr: Any, target: float, params: SparseParams) -> SparseStats:
     """Far jumps that go back over the grid points they skipped (module docstring)."""
-    tally, far, far_line = _Tally(), True, target - params.far_gap
+    tally, far, far_line = SparseStats(), True, target - params.far_gap
     check = _snapshot(tr)
     check_at = prev_due = look_at = 0
     every, budget = tr.cfg.eval_every_samples, tr.cfg.max_samples
@@ -179,7 +164,7 @@ def _replayed(tr: Any, target: float, params: SparseParams) -> SparseStats:
                 continue
             far = False
             if not ruled_out and check_at < last:  # grid points skipped: replay them
-                tally.replayed += due - check_at
+                tally.replayed_samples += due - check_at
                 _restore(tr, check)
                 prev_due = check_at
             continue  # a far look that is not far is whole or below the target: done
@@ -187,13 +172,13 @@ def _replayed(tr: Any, target: float, params: SparseParams) -> SparseStats:
         if point is None and seen.below(far_line):  # fell back far
             far, check, check_at = True, _snapshot(tr), due
             look_at = next_look(due, every, params.growth)
-    return tally.stats("target" if tr.samples_to_target is not None else "budget")
+    return replace(tally, stop="target" if tr.samples_to_target is not None else "budget")
 
 
 def _reference(tr: Any, patience: Optional[int], params: SparseParams) -> SparseStats:
     """Every grid point against the best so far: the dense plateau rule, exactly
     (w.h.p.)."""
-    tally, best, since = _Tally(), -math.inf, 0
+    tally, best, since = SparseStats(), -math.inf, 0
     while not tr.done:
         before = tr.samples
         tr.step()
@@ -204,8 +189,8 @@ def _reference(tr: Any, patience: Optional[int], params: SparseParams) -> Sparse
         acc = -math.inf if point is None else point.accuracy
         best, since = (acc, 0) if acc > best else (best, since + 1)
         if patience is not None and since >= patience:
-            return tally.stats("plateau")
-    return tally.stats("budget")
+            return replace(tally, stop="plateau")
+    return tally
 
 
 def _snapshot(tr: Any) -> Dict[str, Any]:

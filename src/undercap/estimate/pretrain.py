@@ -7,7 +7,6 @@ loop and saves its state dict with `models.weights.save_weights` (loaded back wi
 `weights_only=True`), recording the dataset, accuracy, input shape and class count.
 """
 
-import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -17,8 +16,9 @@ from typing import Any, Dict, Optional, Union
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
 from undercap.data.spec import DataSpec, load_splits
-from undercap.models.recipe import NO_USER_CODE, Recipe, UserCode
+from undercap.models.recipe import NO_USER_CODE, UserCode
 from undercap.models.registry import model_spec
+from undercap.models.weights import initial_model, save_weights
 from undercap.report.progress import sample_bar, training_hooks
 from undercap.train.loop import LoopConfig, Trainer, resolve_torch_device
 
@@ -56,21 +56,25 @@ def pretrain(
     5 epochs). Evaluates `eval_every_samples` apart (default: once per epoch) and at
     the end, on at most `eval_max_samples` test samples (default all). `code`: the
     user's loss, metric and recipe (models/recipe.UserCode)."""
-    from undercap.models.weights import initial_model, save_weights
-
     device = resolve_torch_device(torch_device)
     t0 = time.perf_counter()
     splits = load_splits(data, device)
     max_samples = _budget(max_samples, epochs, batch_size, splits.n_train)
     model, _ = initial_model(model_name, splits, init_seed=seed, pretrained=None)
-    cfg = dataclasses.replace(
-        _loop_config(model_name, splits, batch_size, lr, max_samples, eval_every_samples),
+    spec = model_spec(model_name)
+    cfg = LoopConfig(
+        batch_size=batch_size,
+        lr=lr if lr is not None else spec.base_lr,
+        optimizer=spec.optimizer,
+        weight_decay=spec.weight_decay,
+        target_accuracy=None,
+        max_samples=max_samples,
+        eval_every_samples=eval_every_samples or splits.n_train,
         eval_max_samples=eval_max_samples,
         seed=seed,
         loss=code.loss,
         metric=code.metric,
-        # models/recipe.py; one batch size
-        recipe=Recipe.of(base_lr=lr, **code.recipe_paths),
+        recipe=code.recipe_at(lr, batch_size, batch_size),  # models/recipe.py; one batch size
     )
     bar = sample_bar(max_samples, f"pretrain {model_name}", progress)
     on_step, on_eval = training_hooks(bar)
@@ -99,26 +103,6 @@ def _budget(max_samples: Optional[int], epochs: Optional[float], batch_size: int
     if max_samples is not None:
         return max_samples
     return max(batch_size, round((epochs if epochs is not None else defaults.PRETRAIN_EPOCHS) * n))
-
-
-def _loop_config(
-    model_name: str,
-    splits: Any,
-    batch_size: int,
-    lr: Optional[float],
-    max_samples: int,
-    eval_every_samples: Optional[int],
-) -> LoopConfig:
-    spec = model_spec(model_name)
-    return LoopConfig(
-        batch_size=batch_size,
-        lr=lr if lr is not None else spec.base_lr,
-        optimizer=spec.optimizer,
-        weight_decay=spec.weight_decay,
-        target_accuracy=None,
-        max_samples=max_samples,
-        eval_every_samples=eval_every_samples or splits.n_train,
-    )
 
 
 def _meta(

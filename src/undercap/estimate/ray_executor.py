@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from undercap import __version__, defaults
-from undercap.artifacts.cache import Cache
 from undercap.artifacts.io import atomic_path, file_sha256
 from undercap.errors import UndercapError, require
 from undercap.estimate.aggregate import Record
-from undercap.estimate.runs import RUN_KIND, Job, cpu_cores, run_job
+from undercap.estimate.runs import Job, cpu_cores, run_job, store_record
 
 LOCAL = None  # no address: a local Ray of this process
 
@@ -115,13 +114,10 @@ class RayRuns:
             "ray_gpus_per_run": self.gpus_per_run,
         }
 
-    def _resources(self) -> Dict[str, float]:
-        return dict(self.ray.cluster_resources())
-
     def _device(self, torch_device: str) -> str:
         """'auto' means the cluster's GPUs if it has any (the driver may have none);
         'cuda:N' becomes 'cuda': Ray hands each task its GPU as device 0."""
-        has_gpu = self._resources().get("GPU", 0.0) > 0
+        has_gpu = self.ray.cluster_resources().get("GPU", 0.0) > 0
         if torch_device == "auto":
             return "cuda" if has_gpu else "cpu"
         if torch_device.startswith("cuda"):
@@ -137,14 +133,14 @@ class RayRuns:
 
     def _capacity(self) -> int:
         """Runs the cluster can hold at once (recomputed: nodes may come and go)."""
-        res = self._resources()
+        res = self.ray.cluster_resources()
         room = int(res.get("CPU", 0.0) // self.cpus_per_run)
         if self.gpus_per_run:
             room = min(room, int(res.get("GPU", 0.0) // self.gpus_per_run))
         return max(1, room)
 
     def _check_room(self) -> None:
-        cpus = self._resources().get("CPU", 0.0)
+        cpus = self.ray.cluster_resources().get("CPU", 0.0)
         if cpus < self.cpus_per_run:  # Ray would wait forever for an infeasible task
             raise UndercapError(
                 f"--threads {self.cpus_per_run}: each run asks Ray for that many CPUs, "
@@ -166,7 +162,7 @@ class RayRuns:
                 done, _ = self.ray.wait(list(inflight), num_returns=1, timeout=1.0)
                 for ref in done:
                     job = inflight.pop(ref)
-                    yield self._store(job, self._result(ref, job))
+                    yield store_record(job, self._result(ref, job))  # the driver keeps it
         finally:
             for ref in inflight:  # interrupted or failed: no orphan runs on the cluster
                 self.ray.cancel(ref, force=True)
@@ -195,14 +191,6 @@ class RayRuns:
                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
                 "the runs finished before it are kept: run the estimate again to resume"
             ) from e
-
-    @staticmethod
-    def _store(job: Job, record: Record) -> Record:
-        """The driver keeps the run (the pool's workers do it themselves)."""
-        entry = Cache(job.cache_root).entry(RUN_KIND, job.key)
-        if entry is not None:
-            entry.store_json(record)
-        return record
 
     def close(self) -> None:
         if self.started:

@@ -57,9 +57,8 @@ class Job:
     max_samples: int
     eval_every_samples: int
     eval_max_samples: Optional[int]
-    plateau_patience: Optional[
-        int
-    ]  # reference runs only: stop after this many evals w/o a new best
+    #: reference runs only: stop after this many evals without a new best
+    plateau_patience: Optional[int]
     pretrained: Optional[str]
     init_seed: int  # seeds the model's initialisation (all of it, or the fresh head)
     cache_root: Optional[str]  # where the record goes (artifacts.cache)
@@ -158,6 +157,11 @@ def run_job(job: Job) -> Dict[str, Any]:
         from undercap.train.loop.optim import describe
 
         record["recipe"] = describe(trainer.optimizer, job.recipe)
+    return store_record(job, record)
+
+
+def store_record(job: Job, record: Dict[str, Any]) -> Dict[str, Any]:
+    """Keep a finished run's record in the cache (atomically), and return it."""
     entry = Cache(job.cache_root).entry(RUN_KIND, job.key)
     if entry is not None:
         entry.store_json(record)
@@ -170,11 +174,6 @@ def _eval_items(splits: Any, job: Job) -> int:
     return min(n_items, splits.n_test)
 
 
-def _eval_elements(splits: Any, job: Job) -> int:
-    """Input elements of the held-out split a whole evaluation scores."""
-    return _eval_items(splits, job) * int(splits.x_test[:1].numel())
-
-
 def _eval_style(job: Job, splits: Any, sparse: Optional[SparseParams]) -> Dict[str, Any]:
     """How a run evaluates (LoopConfig's eval_* fields). Sparse CPU runs: cache-sized
     batches that end where a look checks, channels-last images, batch norm folded on
@@ -182,10 +181,11 @@ def _eval_style(job: Job, splits: Any, sparse: Optional[SparseParams]) -> Dict[s
     reference), batches of 512, the model as it is."""
     if sparse is None or job.torch_device != "cpu":
         return {"eval_batch_size": EVAL_BATCH}
+    elements = _eval_items(splits, job) * int(splits.x_test[:1].numel())  # a whole evaluation's
     return {
         "eval_batch_size": min(defaults.ESTIMATE_SPARSE_EVAL_BATCH, sparse.screen_samples),
         "eval_channels_last": True,
-        "eval_fold_bn": _eval_elements(splits, job) >= FOLD_MIN_EVAL_ELEMENTS,
+        "eval_fold_bn": elements >= FOLD_MIN_EVAL_ELEMENTS,
     }
 
 

@@ -28,13 +28,15 @@ from undercap.fleet.spec import FleetSpec, NodeSpec, node_from_config
 app = ClientApp()
 
 
-def _setup(msg: Message) -> Dict[str, Any]:
-    return json.loads(str(msg.content["config"]["setup"]))
+def _node(msg: Message, context: Context) -> Tuple[Dict[str, Any], NodeSpec, int, Any]:
+    """The run's setup, this node, its partition id and its training part (local.py)."""
+    from undercap.fleet.local import node_splits
 
-
-def _node(setup: Dict[str, Any], context: Context) -> Tuple[NodeSpec, int, int]:
+    setup = json.loads(str(msg.content["config"]["setup"]))
     fleet = FleetSpec.from_dict(setup["fleet"]) if setup.get("fleet") else None
-    return node_from_config(context.node_config, fleet)
+    node, pid, n_parts = node_from_config(context.node_config, fleet)
+    data, seed = data_spec(setup["data"]), int(setup["seed"])
+    return setup, node, pid, node_splits(data, setup["partition"], pid, n_parts, seed)
 
 
 def _open(node: NodeSpec, seed: int) -> Any:
@@ -43,20 +45,23 @@ def _open(node: NodeSpec, seed: int) -> Any:
     return open_device(node.device, seed=seed, read_only=node.read_only)
 
 
+def _profile(device: Any, setup: Dict[str, Any]) -> Any:
+    """The node's profile of the run's model (local.py: cached, so once per node)."""
+    from undercap.fleet.local import node_profile
+
+    data, batch_sizes = data_spec(setup["data"]), tuple(setup["batch_sizes"])
+    return node_profile(device, setup["model"], data, batch_sizes, setup.get("cache_dir"))
+
+
 @app.query()
 def query(msg: Message, context: Context) -> Message:
     """Profile this node's device for the model; say its cap, schedule and data."""
-    from undercap.fleet.local import idle_power_w, load_node_schedule, node_profile, node_splits
+    from undercap.fleet.local import idle_power_w, load_node_schedule
 
-    setup = _setup(msg)
-    node, pid, n_parts = _node(setup, context)
-    data = data_spec(setup["data"])
-    splits = node_splits(data, setup["partition"], pid, n_parts, int(setup["seed"]))
+    setup, node, pid, splits = _node(msg, context)
     schedule = load_node_schedule(node.power_schedule)
     with _open(node, int(setup["seed"])) as device:
-        profile = node_profile(
-            device, setup["model"], data, tuple(setup["batch_sizes"]), setup.get("cache_dir")
-        )
+        profile = _profile(device, setup)
         idle_w = idle_power_w(device)
     info = {
         "node": node.to_dict(),
@@ -78,29 +83,18 @@ def query(msg: Message, context: Context) -> Message:
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """Run the planned local round under this node's cap; reply weights and measures."""
-    from undercap.fleet.local import (
-        LocalTask,
-        load_node_schedule,
-        node_profile,
-        node_splits,
-        run_round,
-    )
+    from undercap.fleet.local import LocalTask, load_node_schedule, run_round
     from undercap.models.weights import initial_model
 
-    setup = _setup(msg)
+    setup, node, pid, splits = _node(msg, context)
     task = LocalTask.from_config(json.loads(str(msg.content["config"]["task"])))
-    node, pid, n_parts = _node(setup, context)
-    data = data_spec(setup["data"])
-    splits = node_splits(data, setup["partition"], pid, n_parts, int(setup["seed"]))
     model, _ = initial_model(task.model, splits, init_seed=task.seed, pretrained=None)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     schedule = load_node_schedule(node.power_schedule)
     seed = int(setup["seed"])
     with _open(node, seed * 1000 + pid + 1) as device:  # its own sensor noise
-        profile = None
-        if schedule is not None:  # re-selection at every change needs the profile
-            batch_sizes = tuple(setup["batch_sizes"])
-            profile = node_profile(device, task.model, data, batch_sizes, setup.get("cache_dir"))
+        # re-selection at every change of a schedule needs the profile
+        profile = None if schedule is None else _profile(device, setup)
         metrics = run_round(
             device,
             model,

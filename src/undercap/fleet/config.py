@@ -75,11 +75,8 @@ class FleetConfig:
         }
 
     def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        d["fleet"] = self.fleet.to_dict()
-        d["data"] = self.data.key()
-        d["relative"] = {str(b): r for b, r in sorted(self.relative.items())}
-        return d
+        setup = self.node_setup()
+        return {**asdict(self), **{k: setup[k] for k in ("fleet", "data", "relative")}}
 
 
 def data_spec(d: Mapping[str, Any]) -> DataSpec:

@@ -10,7 +10,7 @@ keep their own clocks, so a round's time is still the slowest node's.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, Optional
 
 from flwr.app import Context, Message, RecordDict
 from flwr.serverapp import Grid
@@ -74,5 +74,4 @@ class InProcessGrid(Grid):
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: Optional[float] = None
     ) -> Iterable[Message]:
-        replies: List[Message] = list(self.pull_messages(self.push_messages(messages)))
-        return replies
+        return list(self.pull_messages(self.push_messages(messages)))

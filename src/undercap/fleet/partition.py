@@ -67,9 +67,3 @@ def _dirichlet(
         f"dirichlet:{alpha:g} left a node with fewer than {min_n} samples in 100 draws; "
         "use a larger ALPHA or fewer nodes"
     )
-
-
-def label_counts(labels: np.ndarray, parts: List[np.ndarray], num_classes: int) -> np.ndarray:
-    """(nodes x classes) sample counts: how skewed the split is."""
-    labels = np.asarray(labels).reshape(-1)
-    return np.stack([np.bincount(labels[p], minlength=num_classes) for p in parts])

@@ -89,11 +89,6 @@ class RoundPlan:
     def predicted_round_s(self) -> float:
         return max((n.predicted_time_s for n in self.nodes), default=0.0)
 
-    def predicted_idle_s(self) -> Dict[str, float]:
-        """Per node: how long it waits for the slowest (as planned)."""
-        t = self.predicted_round_s
-        return {n.name: t - n.predicted_time_s for n in self.nodes}
-
     def node(self, name: str) -> Optional[NodePlan]:
         return next((n for n in self.nodes if n.name == name), None)
 

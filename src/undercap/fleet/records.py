@@ -10,8 +10,10 @@ fleet's energy to the target includes it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from undercap.artifacts.io import from_fields
 
 FLEET_SCHEMA = "undercap.fleet/1"
 
@@ -67,13 +69,6 @@ class RoundRecord:
         d["energy_j"] = self.energy_j
         return d
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RoundRecord:
-        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        fields["nodes"] = tuple(NodeRound(**n) for n in d["nodes"])
-        fields["excluded"] = tuple(d.get("excluded", ()))
-        return cls(**fields)
-
 
 def with_idle(nodes: List[NodeRound]) -> Tuple[Tuple[NodeRound, ...], float]:
     """The nodes with their wait for the slowest filled in, and the round's length."""
@@ -81,9 +76,7 @@ def with_idle(nodes: List[NodeRound]) -> Tuple[Tuple[NodeRound, ...], float]:
     out = []
     for n in nodes:
         idle = max(0.0, round_s - n.device_time_s)
-        d = n.to_dict()
-        d.update(idle_s=idle, idle_energy_j=idle * n.idle_power_w)
-        out.append(NodeRound(**d))
+        out.append(replace(n, idle_s=idle, idle_energy_j=idle * n.idle_power_w))
     return tuple(out), round_s
 
 
@@ -166,14 +159,4 @@ class FleetResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FleetResult:
-        return cls(
-            mode=d["mode"],
-            target_accuracy=float(d["target_accuracy"]),
-            reached=bool(d["reached"]),
-            rounds=tuple(RoundRecord.from_dict(r) for r in d["rounds"]),
-            config=dict(d.get("config", {})),
-            fleet=dict(d.get("fleet", {})),
-            simulated=bool(d.get("simulated", False)),
-            provenance=dict(d.get("provenance", {})),
-            initial_accuracy=d.get("initial_accuracy"),
-        )
+        return from_fields(cls, d)

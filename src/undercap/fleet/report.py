@@ -24,15 +24,10 @@ SIM = "simulated devices: clocks, power and energy from undercap's device model"
 
 
 def round_rows(result: FleetResult) -> List[Dict[str, Any]]:
+    keys = ("round", "mode", "round_s", "fleet_time_s", "accuracy", "loss", "energy_j")
     return [
         {
-            "round": r.round,
-            "mode": r.mode,
-            "round_s": r.round_s,
-            "fleet_time_s": r.fleet_time_s,
-            "accuracy": r.accuracy,
-            "loss": r.loss,
-            "energy_j": r.energy_j,
+            **{k: getattr(r, k) for k in keys},
             "idle_s": sum(n.idle_s for n in r.nodes),
             "nodes": len(r.nodes),
             "excluded": len(r.excluded),

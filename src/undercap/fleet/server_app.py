@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Tuple, Union
 
+import flwr
 from flwr.app import Array, ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
@@ -129,7 +130,7 @@ def serve(grid: Grid, cfg: FleetConfig, *, progress: bool = True) -> FleetResult
         config={**cfg.to_dict(), "round_work": cfg.round_work or float(n_train)},
         fleet=fleet.to_dict(),
         simulated=simulated,
-        provenance=provenance(seed=cfg.seed, flwr_version=_flwr_version()),
+        provenance=provenance(seed=cfg.seed, flwr_version=flwr.__version__),
         initial_accuracy=acc0,
     )
 
@@ -164,12 +165,3 @@ def _global_model(
         return evaluate(model, x, y)
 
     return model, evaluate_fn, int(data.n_train)
-
-
-def _flwr_version() -> Optional[str]:
-    try:
-        from importlib.metadata import version
-
-        return version("flwr")
-    except Exception:  # pragma: no cover
-        return None

@@ -25,6 +25,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Result
 
+from undercap.artifacts.io import from_fields
 from undercap.artifacts.profile import Profile
 from undercap.errors import UndercapError
 from undercap.fleet.aggregate import NodeUpdate, effective_steps, fednova
@@ -43,9 +44,7 @@ class NodeInfo:
     def __init__(self, node_id: int, info: Dict[str, Any]) -> None:
         self.node_id = node_id
         self.spec = NodeSpec(**info["node"])
-        self.name = str(info["node"]["name"])
-        self.device = str(info["node"]["device"])
-        self.cap_w: Optional[float] = info["node"]["power_limit_w"]
+        self.name = self.spec.name
         self.profile = Profile.from_dict(info["profile"])
         self.weight = float(info["num_examples"])
         self.idle_power_w = float(info["idle_power_w"])
@@ -58,7 +57,9 @@ class NodeInfo:
             )
 
     def cap_at(self, fleet_time_s: float) -> Optional[float]:
-        return self.cap_w if self.schedule is None else self.schedule.limit_at(fleet_time_s)
+        if self.schedule is None:
+            return self.spec.power_limit_w
+        return self.schedule.limit_at(fleet_time_s)
 
 
 class PowerCapStrategy(FedAvg):
@@ -185,26 +186,16 @@ class PowerCapStrategy(FedAvg):
 
     def _node_round(self, server_round: int, info: NodeInfo, m: Dict[str, Any]) -> NodeRound:
         planned = self._plan.node(info.name) if self._plan else None
-        return NodeRound(
-            round=server_round,
-            name=info.name,
-            device=info.device,
-            simulated=bool(m["simulated"]),
-            power_limit_w=info.cap_at(self.fleet_time_s),
-            batch_size=int(m["batch_size"]),
-            freq_mhz=m["freq_mhz"],
-            local_steps=int(m["local_steps"]),
-            samples=int(m["samples"]),
-            weight=info.weight,
-            predicted_time_s=planned.predicted_time_s if planned else 0.0,
-            device_time_s=float(m["device_time_s"]),
-            energy_j=float(m["energy_j"]),
-            peak_power_w=float(m["peak_power_w"]),
-            mean_power_w=float(m["mean_power_w"]),
-            idle_power_w=info.idle_power_w,
-            limit_exceeded=bool(m["limit_exceeded"]),
-            guard_events=int(m["guard_events"]),
-        )
+        known = {
+            "round": server_round,
+            "name": info.name,
+            "device": info.spec.device,
+            "power_limit_w": info.cap_at(self.fleet_time_s),
+            "weight": info.weight,
+            "predicted_time_s": planned.predicted_time_s if planned else 0.0,
+            "idle_power_w": info.idle_power_w,
+        }
+        return from_fields(NodeRound, {**m, **known})  # m: local.run_round's and `simulated`
 
     def close_round(self, server_round: int, accuracy: float, loss: float) -> RoundRecord:
         """The round's record once the global model is evaluated; the fleet clock on."""

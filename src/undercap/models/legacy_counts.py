@@ -23,10 +23,8 @@ import torch
 from torch import nn
 
 from undercap._compat import prod
-from undercap.models.flops import HAS_DISPATCH_MODE, conv_flops, sdpa_backward_flops, sdpa_flops
+from undercap.models.flops import conv_flops, sdpa_backward_flops, sdpa_flops
 from undercap.models.transformer import CausalSelfAttention
-
-__all__ = ["HAS_DISPATCH_MODE", "LegacyCounter", "legacy_optimizer_kernels", "storage_of"]
 
 #: torch 2.x's multi-tensor Adam step, as workload.optimizer_kernels sees it: foreach ops
 #: by number of tensor lists (AdamW: one more of depth 1, the decoupled decay), plus two

@@ -20,10 +20,6 @@ def is_tensor(value: Any) -> bool:
     return hasattr(value, "shape") and callable(getattr(value, "dim", None))
 
 
-def _scalar(value: Any) -> bool:
-    return is_tensor(value) and value.dim() == 0
-
-
 def logits_of(out: Any) -> Any:
     """The logits in a model's output (see module docstring); a tensor itself is its
     own logits. Raises TypeError when there are none."""
@@ -54,7 +50,7 @@ def loss_of(out: Any) -> Optional[Any]:
         found = out[0] if out else None
     else:
         found = getattr(out, "loss", None)
-    return found if _scalar(found) else None
+    return found if is_tensor(found) and found.dim() == 0 else None
 
 
 def batch_len(batch: Any) -> int:

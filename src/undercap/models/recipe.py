@@ -22,7 +22,7 @@ Torch-free: this is what configurations, cache keys and artifacts hold.
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Optional
 
 from undercap.errors import UndercapError
@@ -56,9 +56,7 @@ class UserCode:
     @property
     def user_code(self) -> "UserCode":
         """These five fields alone (of a settings class that inherits them)."""
-        return UserCode(
-            self.loss, self.metric, self.optimizer_factory, self.lr_scheduler, self.train_step
-        )
+        return UserCode(**{f.name: getattr(self, f.name) for f in fields(UserCode)})
 
     def recipe_at(self, base_lr: Optional[float], batch_size: int, b_max: int) -> "Recipe":
         """The user's recipe for a run at `batch_size`: its optimizer's own rates (or
@@ -74,11 +72,7 @@ class UserCode:
     @property
     def recipe_paths(self) -> Dict[str, Optional[str]]:
         """The recipe's three import paths, as keyword arguments (and cache-key entries)."""
-        return {
-            "optimizer_factory": self.optimizer_factory,
-            "lr_scheduler": self.lr_scheduler,
-            "train_step": self.train_step,
-        }
+        return {k: getattr(self, k) for k in ("optimizer_factory", "lr_scheduler", "train_step")}
 
 
 NO_USER_CODE = UserCode()  # undercap's own loss, metric and recipe
@@ -99,18 +93,6 @@ class Recipe:
     train_step: Optional[str] = None  # import path of a training-step function
     base_lr: Optional[float] = None  # --lr, handed to the optimizer factory as lr=
     lr_scale: float = 1.0  # sqrt(b / b_max), applied to the optimizer's own rates
-
-    @classmethod
-    def of(
-        cls,
-        optimizer_factory: Optional[str] = None,
-        lr_scheduler: Optional[str] = None,
-        train_step: Optional[str] = None,
-        base_lr: Optional[float] = None,
-        lr_scale: float = 1.0,
-    ) -> "Recipe":
-        """From the keyword arguments the CLI and configurations pass around."""
-        return cls(optimizer_factory, lr_scheduler, train_step, base_lr, lr_scale)
 
     @property
     def paths(self) -> tuple:

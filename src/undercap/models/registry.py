@@ -81,19 +81,16 @@ class ModelSpec:
         return model
 
 
+#: (optimizer, base_lr, weight_decay) of the CNNs and users' models, and of the
+#: transformer (module docstring)
+_ADAM = ("adam", 1e-3, 0.0)
+_ADAMW = ("adamw", 6e-4, 0.01)
+
+
 def _row(
     name: str, factory: str, shape: Tuple[int, ...], task: str = "classification"
 ) -> ModelSpec:
-    adamw = task == "next-token"
-    return ModelSpec(
-        name=name,
-        factory=factory,
-        task=task,
-        default_input_shape=shape,
-        optimizer="adamw" if adamw else "adam",
-        base_lr=6e-4 if adamw else 1e-3,
-        weight_decay=0.01 if adamw else 0.0,
-    )
+    return ModelSpec(name, factory, task, shape, *(_ADAMW if task == "next-token" else _ADAM))
 
 
 BUILTIN: Dict[str, ModelSpec] = {
@@ -117,16 +114,7 @@ def model_spec(name: str) -> ModelSpec:
     from undercap.models.user import is_import_path
 
     if is_import_path(name):
-        return ModelSpec(
-            name=name,
-            factory=name,
-            task=None,
-            default_input_shape=None,
-            optimizer="adam",
-            base_lr=1e-3,
-            weight_decay=0.0,
-            builtin=False,
-        )
+        return ModelSpec(name, name, None, None, *_ADAM, builtin=False)
     raise UndercapError(
         f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}, or give your own "
         "as package.module:factory or path/to/file.py:factory"

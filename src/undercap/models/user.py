@@ -65,14 +65,12 @@ def _load_file(path: Path, text: str, what: str) -> Any:
 def _load_module(module: str, text: str, what: str) -> Any:
     try:
         return importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name and module.startswith(e.name):
+    except Exception as e:
+        if isinstance(e, ModuleNotFoundError) and e.name and module.startswith(e.name):
             raise UndercapError(
                 f"{what} {text!r}: no module named {e.name!r} (is it installed, or did you "
                 "mean a file path like path/to/file.py:function?)"
             ) from e
-        raise UndercapError(f"{what} {text!r}: importing {module} failed: {_brief(e)}") from e
-    except Exception as e:
         raise UndercapError(f"{what} {text!r}: importing {module} failed: {_brief(e)}") from e
 
 

@@ -5,10 +5,8 @@ model on the CPU (random inputs and labels) and measures:
 
 * flops_per_sample: forward + backward FLOPs from torch.utils.flop_counter.FlopCounterMode
   (2 FLOPs per multiply-accumulate; convolutions, matmuls and attention only, as
-  FlopCounterMode counts them), with corrections and a torch 2.0 fallback in
-  models/flops.py: the CPU attention kernels get the formulas torch uses for the
-  CUDA flash/efficient kernels (full, not causal-halved, score matrix), and grouped
-  (depthwise) convolution backward a corrected formula (torch's ignores groups).
+  FlopCounterMode counts them), with the corrections (CPU attention, depthwise
+  convolutions' backward) and the torch 2.0 fallback of models/flops.py.
 * activation_bytes_per_sample: bytes of the tensors autograd saves for the backward
   pass (torch.autograd.graph.saved_tensors_hooks), each storage counted once,
   parameters excluded. This is exactly what must stay resident until backward.

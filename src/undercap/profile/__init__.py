@@ -42,18 +42,7 @@ __all__ = [
     "ProfileSettings",
     "profile_precisions",
     "run_profile",
-    "sweep_plan",
 ]
-
-
-def sweep_plan(
-    batch_sizes: Sequence[int], freqs_mhz: Sequence[float]
-) -> List[Tuple[int, Optional[float]]]:
-    """The full sweep's configurations in measuring order."""
-    freqs = sorted(freqs_mhz)
-    if not freqs:
-        return [(b, None) for b in sorted(batch_sizes)]
-    return [(b, freqs[i]) for b, i in full_plan(batch_sizes, len(freqs))]
 
 
 def run_profile(
@@ -107,8 +96,8 @@ def run_profile(
             outcome = _efficient(run, fitting, freqs, power_limit_w, relative, margin_w)  # type: ignore[arg-type]
         else:
             bar.total = len(fitting) * len(freqs)
-            for b, f in sweep_plan(fitting, [f for f in freqs if f is not None]):
-                run.measure(b, f)
+            for b, i in full_plan(fitting, len(freqs)):  # freqs ascending, or [None]
+                run.measure(b, freqs[i])
     bar.close()
     rows = [dataclasses.replace(r, precision=precision) for r in _rows(run, fitting, model_name, device.name)]  # fmt: skip
     spent = (device.now_s() - dev_t0, _energy(device, whole, energy0), time.monotonic() - wall0)

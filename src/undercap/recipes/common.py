@@ -155,18 +155,12 @@ def reuse_or_profile(
     batch_sizes: Sequence[int],
     *,
     given: Optional[str],
-    cache: Cache,
-    efficient_for_w: Optional[float] = None,
-    progress: bool,
     log: Log,
-    relative: Optional[Mapping[int, float]] = None,
-    margin_w: Optional[float] = None,
-    prior: Optional[Profile] = None,
-    precisions: Sequence[str] = ("fp32",),
+    **kw: Any,
 ) -> Profile:
     """The user's profile of `model` when one is given, else measure (or reuse the
-    cached) profile at the shape the model trains on for `target` (`relative`,
-    `margin_w`, `prior`, `precisions`: profile_model)."""
+    cached) profile at the shape the model trains on for `target` (the keywords:
+    profile_model's)."""
     if given:
         profile = load_profile(given)
         if profile.model != model:
@@ -182,15 +176,9 @@ def reuse_or_profile(
         inp.shape,
         batch_sizes,
         num_classes=inp.num_classes,
-        cache=cache,
-        efficient_for_w=efficient_for_w,
-        progress=progress,
-        log=log,
         task=inp.task,
-        relative=relative,
-        margin_w=margin_w,
-        prior=prior,
-        precisions=precisions,
+        log=log,
+        **kw,
     )
 
 
@@ -354,9 +342,7 @@ def estimate_efficiency(
         eval_schedule=setup.eval_schedule,
         lr=setup.lr,
         pretrained=setup.pretrained,
-        loss=setup.loss,
-        metric=setup.metric,
-        **setup.recipe_paths,
+        **dataclasses.asdict(setup.user_code),
     )
     log(f"estimating r(b) on the {role} {data.label}")
     try:

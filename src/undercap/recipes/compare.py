@@ -130,16 +130,12 @@ class CompareConfig:
             raise UndercapError("give at least one power limit, e.g. --power-limits 5,7,none")
         finite = [x for x in self.power_limits_w if x is not None]
         if any(x <= 0 for x in finite) or len(set(self.power_limits_w)) != len(self.power_limits_w):
-            raise UndercapError(
-                f"power limits {self._limits_text()} must be distinct positive watts or 'none'"
-            )
+            labels = ", ".join(limit_label(x) for x in self.power_limits_w)
+            raise UndercapError(f"power limits {labels} must be distinct positive watts or 'none'")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise UndercapError(f"seeds {list(self.seeds)} must be distinct and non-empty")
         if (self.target_accuracy is None) == (self.target_fraction is None):
             raise UndercapError("give exactly one of --target-accuracy or --target-fraction")
-
-    def _limits_text(self) -> str:
-        return ", ".join(limit_label(x) for x in self.power_limits_w)
 
 
 def choose_all(

@@ -28,27 +28,20 @@ from undercap.train.cap import FixedCap
 
 
 def run_record(result: TrainResult, *, seed: int) -> RunRecord:
-    """The comparison's view of one training result (method fields filled later)."""
-    return RunRecord(
-        method="",
-        power_limit_w=result.power_limit_w,
-        seed=seed,
-        batch_size=result.batch_size,
-        freq_mhz=float(result.freq_mhz_start or result.freq_mhz_requested or 0.0),
-        reached=result.reached,
-        time_to_accuracy_s=result.time_to_accuracy_s,
-        energy_j=result.energy_j,
-        peak_power_w=result.peak_power_w,
-        mean_power_w=result.mean_power_w,
-        samples_to_target=result.samples_to_target,
-        samples_trained=result.samples_trained,
-        final_accuracy=result.final_accuracy,
-        guard_events=sum(e.get("action") == "step_down" for e in result.guard_events),
-        final_freq_mhz=result.freq_mhz_final,
-        train_s=result.train_time_s,
-        limit_exceeded=bool(result.limit_exceeded),
-        precision=result.precision,
-    )
+    """The comparison's view of one training result (method fields filled later): these,
+    and the result's fields of RunRecord's other names."""
+    own = {
+        "method": "",
+        "seed": seed,
+        "freq_mhz": float(result.freq_mhz_start or result.freq_mhz_requested or 0.0),
+        "guard_events": sum(e.get("action") == "step_down" for e in result.guard_events),
+        "final_freq_mhz": result.freq_mhz_final,
+        "train_s": result.train_time_s,
+        "limit_exceeded": bool(result.limit_exceeded),
+        "shared_from": None,
+    }
+    names = [f.name for f in dataclasses.fields(RunRecord) if f.name not in own]
+    return RunRecord(**own, **{name: getattr(result, name) for name in names})
 
 
 @dataclass

@@ -10,11 +10,10 @@ No torch import unless an estimate runs.
 """
 
 import dataclasses
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from undercap.artifacts.efficiency import (
     Efficiency,
-    EfficiencySet,
     load_efficiencies,
 )
 from undercap.artifacts.profile import Profile
@@ -50,51 +49,25 @@ def check_several(sources: int, objective: str, eff: Optional[Efficiency] = None
 
 
 def ensemble_selection(
-    profile: Profile,
-    eff: Efficiency,
-    limit: Optional[float],
-    *,
-    proxy: Optional[Efficiency] = None,
-    safe_freq_mhz: Optional[float] = None,
-    training: Optional[Dict[str, Any]] = None,
-    objective: str = "time",
-    energy_budget_j: Optional[float] = None,
-    margin_w: Optional[float] = None,
-    precision: Optional[str] = None,
+    profile: Profile, eff: Efficiency, limit: Optional[float], **kw: Any
 ) -> Selection:
     """recipes.selection.build_selection on the pooled r(b) (whose Algorithm 1 choice is
     the ensemble rule's), with the rule's name and every proxy's view in extra
     ["ensemble"]; the keywords are build_selection's."""
     from undercap.recipes.selection import build_selection
 
-    selection = build_selection(
-        profile,
-        eff,
-        limit,
-        proxy=proxy,
-        safe_freq_mhz=safe_freq_mhz,
-        training=training,
-        objective=objective,
-        energy_budget_j=energy_budget_j,
-        margin_w=margin_w,
-        precision=precision,
-    )
+    selection = build_selection(profile, eff, limit, **kw)
     if not several(eff):
         return selection
     effs = as_set(eff)
-    chosen = profile.in_precision(selection.precision).with_margin(margin_w)
+    chosen = profile.in_precision(selection.precision).with_margin(kw.get("margin_w"))
     ens = select_ensemble(chosen, effs.relatives, limit)
     if (ens.choice.batch_size, ens.choice.freq_mhz) != (selection.batch_size, selection.freq_mhz):
         raise AssertionError("the pooled r(b)'s Algorithm 1 choice is the ensemble rule's")
-    extra = {**selection.extra, "ensemble": block(ens, effs)}
+    block = {**ens.to_dict(), "rule_text": RULE_TEXT}  # each proxy's choice, its regret
+    for view, member in zip(block["proxies"], effs.members):
+        view.update(
+            relative_at_choice=member.relative.get(ens.choice.batch_size), dataset=member.dataset
+        )
+    extra = {**selection.extra, "ensemble": block}
     return dataclasses.replace(selection, method=ENSEMBLE, extra=extra)
-
-
-def block(ens: Any, effs: EfficiencySet) -> Dict[str, Any]:
-    """extra["ensemble"]: the rule, each proxy's choice, r(b) at the chosen b, regret."""
-    b = ens.choice.batch_size
-    out = ens.to_dict()
-    out["rule_text"] = RULE_TEXT
-    for view, eff in zip(out["proxies"], effs.members):
-        view.update(relative_at_choice=eff.relative.get(b), dataset=eff.dataset)
-    return out

@@ -108,9 +108,6 @@ def check_feasible(
 ) -> None:
     """Fail early (before any estimate or training) on a limit no configuration of the
     profiled model meets (peak plus margin), naming the lowest feasible power."""
-    from undercap.errors import InfeasibleError
-    from undercap.select import lowest_feasible_power_w
-
     lowest = lowest_feasible_power_w(profile, margin_w=margin_w)
     for lim in limits:
         if lim is not None and lim < lowest:

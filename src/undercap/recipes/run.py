@@ -53,7 +53,6 @@ from undercap.recipes.profiling import (
     with_cost,
 )
 from undercap.recipes.proxies import check_slices, run_efficiency
-from undercap.recipes.selection import build_selection
 from undercap.select.pooling import as_set, several
 from undercap.train.cap import Cap, FixedCap, cap_from, changes, fixed_limit_w
 from undercap.train.session.follow import Reselector, reselector_for
@@ -232,18 +231,16 @@ def _selection(
     """Algorithm 1's choice (the ensemble rule's with several proxies,
     recipes/ensemble.py), with the plan of the device run in its `training` block."""
     b_max = max(setup.batch_sizes)  # the block names every field but the batch size
-    plan = setup.plan(cfg.model, b_max, target_accuracy=cfg.target_accuracy, seed=cfg.seed,
-                      data=cfg.target)  # fmt: skip
-    if several(eff):
-        return ensemble_selection(profile, eff, limit, training=plan.to_dict(),
-                                  margin_w=cfg.power_margin_w, precision=cfg.precision)  # fmt: skip
-    return build_selection(
+    plan = setup.plan(
+        cfg.model, b_max, target_accuracy=cfg.target_accuracy, seed=cfg.seed, data=cfg.target
+    )
+    return ensemble_selection(  # one proxy: build_selection's
         profile,
         eff,
         limit,
         training=plan.to_dict(),
         objective=cfg.objective,
-        energy_budget_j=cfg.energy_budget_j,
+        energy_budget_j=None if several(eff) else cfg.energy_budget_j,
         margin_w=cfg.power_margin_w,
         precision=cfg.precision,
     )

@@ -73,17 +73,13 @@ def build_selection(
     base = whole.in_precision("fp32" if "fp32" in whole.precisions else choice.precision)
     safe, source, why_not = _safe_freq(base, power_limit_w, safe_freq_mhz)
     extra.update(safe_freq_mhz=safe, safe_freq_source=source)
-    rel_proxy = (proxy or eff).relative
-    extra["baseline1"] = _baseline(
-        lambda: sel.baseline1(base, power_limit_w, safe, relative=eff.relative),
-        choice,
-        eff,
-        why_not,
-    )
-    extra["baseline2"] = _baseline(
-        lambda: sel.baseline2(base, rel_proxy, power_limit_w, safe), choice, eff, why_not
-    )
-    extra.update(_margin_extra(choice, _margin_note(profile, margin_w), profile, eff))
+    baselines = {
+        "baseline1": lambda: sel.baseline1(base, power_limit_w, safe, relative=eff.relative),
+        "baseline2": lambda: sel.baseline2(base, (proxy or eff).relative, power_limit_w, safe),
+    }
+    for name, make in baselines.items():
+        extra[name] = _baseline(make, choice, eff, why_not)
+    extra.update(_margin_extra(choice, profile, eff, margin_w))
     own = ("power_limit_w", "mean_power_w", "objective", "power_margin_w")
     return Selection(
         **{k: v for k, v in choice.to_dict().items() if k not in own},
@@ -122,19 +118,18 @@ def _choice_extra(
     }
 
 
-def _margin_note(profile: Profile, margin_w: Optional[float]) -> str:
-    """Where the safety margin added to every peak comes from (select/core.py)."""
+def _margin_extra(
+    choice: Any, profile: Profile, eff: Efficiency, margin_w: Optional[float]
+) -> Dict[str, Any]:
+    """The choice's safety margin and where it comes from (select/core.py); an efficient
+    profile that skipped batch sizes which could not win under its r(b) answers only for
+    that r(b): say so when this efficiency differs."""
     if margin_w is not None:
-        return "given with --power-margin-w"
-    if any(r.peak_margin_w is not None for r in profile.rows):
-        return "measured while profiling: sensor noise and the peak's spread"
-    return "none: the profile predates measured margins (re-profile, or --power-margin-w)"
-
-
-def _margin_extra(choice: Any, source: str, profile: Profile, eff: Efficiency) -> Dict[str, Any]:
-    """The choice's safety margin and its source; an efficient profile that skipped
-    batch sizes which could not win under its r(b) answers only for that r(b): say so
-    when this efficiency differs."""
+        source = "given with --power-margin-w"
+    elif any(r.peak_margin_w is not None for r in profile.rows):
+        source = "measured while profiling: sensor noise and the peak's spread"
+    else:
+        source = "none: the profile predates measured margins (re-profile, or --power-margin-w)"
     note: Dict[str, Any] = {"power_margin_w": choice.power_margin_w, "power_margin_source": source}
     used = profile.sweep.get("relative") or {}
     pruned = profile.sweep.get("pruned") or {}

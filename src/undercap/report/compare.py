@@ -37,11 +37,8 @@ def _limits(c: Comparison) -> list[Optional[float]]:
 def fmt_seconds(x: Optional[float]) -> str:
     if x is None:
         return "-"
-    if abs(x) >= 100:
-        return f"{x:.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
+    decimals = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2
+    return f"{x:.{decimals}f}"
 
 
 def fmt_mean_std(mean: Optional[float], std: Optional[float]) -> str:
@@ -92,9 +89,9 @@ def _mixed(c: Comparison) -> bool:
 
 
 # --- Markdown ------------------------------------------------------------------------
-def title(c: Comparison) -> str:
+def title(c: Comparison, what: str = "Time") -> str:
     sim = " (simulated device)" if c.simulated else ""
-    return f"Time to accuracy: {c.model} on {c.device}{sim}"
+    return f"{what} to accuracy: {c.model} on {c.device}{sim}"
 
 
 def markdown_report(c: Comparison) -> str:
@@ -240,9 +237,7 @@ def plot_bars(c: Comparison, path: Union[str, Path], *, quantity: str = "time") 
     ax.set_xticklabels([f"limit {limit_label(lim)}" for lim in limits])
     ylabel = "time to accuracy (s)" if quantity == "time" else "energy to accuracy (J)"
     ax.set_ylabel(ylabel + (" [simulated]" if c.simulated else ""))
-    what = "Time" if quantity == "time" else "Energy"
-    sim = " (simulated device)" if c.simulated else ""
-    ax.set_title(f"{what} to accuracy: {c.model} on {c.device}{sim}", fontsize=10)
+    ax.set_title(title(c, quantity.capitalize()), fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return save_figure(fig, path)

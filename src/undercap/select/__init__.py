@@ -2,9 +2,7 @@
 
 core.py is Algorithm 1 and the oracle; baselines.py the paper's Baselines 1 and 2 at
 the safe frequency; objectives.py least energy, energy x time, or least time within
-an energy budget (`choose`). Everything is a pure function of a Profile and r(b): no I/O, no
-numpy, no torch, so `undercap select` starts instantly and the logic is tested
-against a brute force (tests/test_select.py).
+an energy budget (`choose`). All pure functions of a Profile and r(b) (core.py).
 """
 
 from undercap.select.baselines import baseline1, baseline2, safe_freq_mhz

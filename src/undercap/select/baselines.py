@@ -15,10 +15,10 @@ from undercap.select.core import (
     Choice,
     _best,
     _by_batch,
-    _check_freq,
     _check_margin,
     _check_relative,
     _choice,
+    _positive,
     _within,
     check_power_limit_w,
     margin_of,
@@ -105,7 +105,7 @@ def baseline1(
     """
     limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
-    f_safe = _check_freq(safe_freq_mhz, "safe frequency")
+    f_safe = _positive(safe_freq_mhz, "safe frequency", "MHz")
     rel = _check_relative(relative or {}, "efficiency")
     groups = _by_batch(profile)
     b = max(groups)
@@ -138,7 +138,7 @@ def baseline2(
     highest profiled frequency <= f_safe). Rows above the limit are not candidates."""
     limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
-    f_safe = _check_freq(safe_freq_mhz, "safe frequency")
+    f_safe = _positive(safe_freq_mhz, "safe frequency", "MHz")
     rel = _check_relative(relative_proxy, "proxy efficiency")
     candidates = []
     for b, rows in sorted(_by_batch(profile).items()):

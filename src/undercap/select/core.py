@@ -74,25 +74,24 @@ class Choice:
 
 
 # --- input checks -----------------------------------------------------------------
+def _real(value: Any) -> bool:
+    """A real number (numbers.*, so numpy scalars from analysis code pass too), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _positive(value: Any, what: str, unit: str) -> float:
+    if not _real(value):
+        raise UndercapError(f"{what} must be a number of {unit}, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise UndercapError(f"{what} must be a positive number of {unit}, got {value}")
+    return float(value)
+
+
 def check_power_limit_w(power_limit_w: Optional[float]) -> Optional[float]:
     """None means no power cap; anything else must be a positive finite number. The
     one check of a cap's value: selection's entry points call it on what they are
     given, and train/cap.FixedCap on what every run is held to."""
-    if power_limit_w is None:
-        return None
-    if isinstance(power_limit_w, bool) or not isinstance(power_limit_w, numbers.Real):
-        raise UndercapError(f"power limit must be a number of watts, got {power_limit_w!r}")
-    if not math.isfinite(power_limit_w) or power_limit_w <= 0:
-        raise UndercapError(f"power limit must be a positive number of watts, got {power_limit_w}")
-    return float(power_limit_w)
-
-
-def _check_freq(freq_mhz: float, name: str) -> float:
-    if isinstance(freq_mhz, bool) or not isinstance(freq_mhz, numbers.Real):
-        raise UndercapError(f"{name} must be a number of MHz, got {freq_mhz!r}")
-    if not math.isfinite(freq_mhz) or freq_mhz <= 0:
-        raise UndercapError(f"{name} must be a positive number of MHz, got {freq_mhz}")
-    return float(freq_mhz)
+    return None if power_limit_w is None else _positive(power_limit_w, "power limit", "watts")
 
 
 def _by_batch(profile: Profile) -> Dict[int, List[ProfileRow]]:
@@ -128,10 +127,8 @@ def _by_batch(profile: Profile) -> Dict[int, List[ProfileRow]]:
 def _check_relative(relative: Mapping[int, float], what: str) -> Dict[int, float]:
     out: Dict[int, float] = {}
     for b, r in relative.items():
-        # numbers.* so numpy scalars from analysis code are accepted too
-        ok_r = isinstance(r, numbers.Real) and not isinstance(r, bool)
         ok_b = isinstance(b, numbers.Integral) and not isinstance(b, bool) and b > 0
-        if not (ok_b and ok_r and math.isfinite(r) and r > 0):
+        if not (ok_b and _real(r) and math.isfinite(r) and r > 0):
             raise ArtifactError(f"{what}: r({b!r}) = {r!r}; expected a positive finite ratio")
         out[int(b)] = float(r)
     return out
@@ -141,8 +138,7 @@ def _check_margin(margin_w: Optional[float]) -> Optional[float]:
     """None: each row's measured margin; else a non-negative finite number of watts."""
     if margin_w is None:
         return None
-    ok = isinstance(margin_w, numbers.Real) and not isinstance(margin_w, bool)
-    if not ok or not math.isfinite(margin_w) or margin_w < 0:
+    if not _real(margin_w) or not math.isfinite(margin_w) or margin_w < 0:
         raise UndercapError(
             f"power margin must be a non-negative number of watts, got {margin_w!r}"
         )

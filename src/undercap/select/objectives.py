@@ -100,41 +100,30 @@ def choose(
 ) -> Choice:
     """In `precision` (None: the profile's own, fp32 where it has several; "auto":
     among the profile's precisions too), the feasible configuration that is best for
-    `objective`: `"time"` minimises
-    t(b, f) * r(b) (Algorithm 1), `"energy"` the mean board power times that, `"edp"`
-    energy x time. With `energy_budget_j` (a battery; needs `samples_bmax`, N(b_max)),
-    the fastest configuration whose energy to the target fits the budget. Feasible:
-    profiled peak plus safety margin within the limit, the margin being `margin_w`,
-    else each row's measured margin."""
+    `objective`: `"time"` minimises t(b, f) * r(b) (Algorithm 1), `"energy"` the mean
+    board power times that, `"edp"` energy x time. With `energy_budget_j` (a battery;
+    needs `samples_bmax`, N(b_max)), the fastest configuration whose energy to the
+    target fits the budget. Feasible: profiled peak plus safety margin within the
+    limit, the margin being `margin_w`, else each row's measured margin."""
     limit = check_power_limit_w(power_limit_w)
     margin_w = _check_margin(margin_w)
     if objective not in OBJECTIVES:
         raise UndercapError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
-    args = (relative, limit, objective, energy_budget_j, samples_bmax, method, margin_w)
-    return best_over_precisions(profile, precision, lambda p: _choose(p, *args))
 
-
-def _choose(
-    profile: Profile,
-    relative: Mapping[int, float],
-    limit: Optional[float],
-    objective: str,
-    energy_budget_j: Optional[float],
-    samples_bmax: Optional[float],
-    method: str,
-    margin_w: Optional[float],
-) -> Choice:
-    if energy_budget_j is not None:
-        return _within_budget(
-            profile, relative, limit, energy_budget_j, samples_bmax, method, margin_w
+    def choose_in(sub: Profile) -> Choice:
+        if energy_budget_j is not None:
+            return _within_budget(
+                sub, relative, limit, energy_budget_j, samples_bmax, method, margin_w
+            )
+        if objective == "time":  # Algorithm 1 itself: the highest feasible clock per b
+            return _select(sub, relative, limit, method, margin_w)
+        best = _best(
+            _scored(row, r, limit, objective, method, margin_w)
+            for row, r in _candidates(sub, relative, limit, margin_w)
         )
-    if objective == "time":  # Algorithm 1 itself: the highest feasible clock per b
-        return _select(profile, relative, limit, method, margin_w)
-    best = _best(
-        _scored(row, r, limit, objective, method, margin_w)
-        for row, r in _candidates(profile, relative, limit, margin_w)
-    )
-    return best if best is not None else _select(profile, relative, limit, method, margin_w)
+        return best if best is not None else _select(sub, relative, limit, method, margin_w)
+
+    return best_over_precisions(profile, precision, choose_in)
 
 
 def _within_budget(

@@ -15,14 +15,11 @@
             cap.report(accuracy)          # done once the target is reached
     print(cap.result())
 
-The configuration comes from a selection (an artifact or its path: `undercap select
---json`, `run` or `compare` wrote it), or is chosen here from a power limit, a profile
-and r(b) (Algorithm 1), or is given as a batch size and a frequency. Entering locks
-the frequency (restored on every exit path, Ctrl-C and SIGTERM included), samples
-power and runs the guard; `cap.lr(base_lr)` scales a learning rate from the largest
-batch of the estimate by sqrt(b / b_max), as undercap's own training does (Sec. 4.2).
-A simulated device needs the model and its input shape (or a Workload) to run its
-clock; real devices measure the work itself.
+What it runs at, `capped()` says (a selection: an artifact or its path, which `undercap
+select --json`, `run` or `compare` wrote). Entering locks the frequency (restored on
+every exit path, Ctrl-C and SIGTERM included), samples power and runs the guard. A
+simulated device needs the model and its input shape (or a Workload) to run its clock;
+real devices measure the work itself.
 
 `Capped`, the handle, is what every loop trains with: undercap's own (train/runner.py)
 drives one exactly as a loop of yours does, and it is the one place a device session
@@ -42,11 +39,10 @@ from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device
 from undercap.errors import UndercapError, reject_removed
 from undercap.models.recipe import lr_scale
-from undercap.train.cap import cap_from
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.session import Session
-from undercap.train.session.follow import Reselector, reselector_from
-from undercap.train.spec import TrainSpec, choose_spec, median_relative
+from undercap.train.session.follow import Reselector
+from undercap.train.spec import TrainSpec, chosen
 
 
 @dataclass(frozen=True)
@@ -180,20 +176,17 @@ class Capped:
         `batch_size` and `lr()`), else None."""
         n = self.batch_size if samples is None else samples_in(samples)
         if n > self.batch_size:
-            self._too_large(n)
+            msg = (
+                f"step() trained {n} samples, above the selected batch size {self.batch_size}: "
+                "its power and time were never profiled; make batches of cap.batch_size"
+            )
+            if self.session.follower is None:  # nothing switched it
+                raise UndercapError(msg)
+            self._warn(msg + " (re-read it after every step under a changing cap)")
         switched = self.session.step(n)
         self.steps += 1
         self._paused_since_step = False
         return switched
-
-    def _too_large(self, n: int) -> None:
-        msg = (
-            f"step() trained {n} samples, above the selected batch size {self.batch_size}: "
-            "its power and time were never profiled; make batches of cap.batch_size"
-        )
-        if self.session.follower is None:  # nothing switched it
-            raise UndercapError(msg)
-        self._warn(msg + " (re-read it after every step under a changing cap)")
 
     def pause(self) -> None:
         """From here until `resume()`, work (evaluation, saving) is not training."""
@@ -213,21 +206,9 @@ class Capped:
     def report(self, accuracy: float, **extra: float) -> bool:
         """Record an evaluation (`extra`: more numbers for the evaluation log, e.g.
         loss=); True once the target accuracy has been reached."""
-        samples = self.session.samples
-        self._check_report(samples, accuracy)
-        self.curve.append((samples, float(accuracy)))
-        target = self.target_accuracy
-        if self.samples_to_target is None and target is not None and accuracy >= target:
-            self.samples_to_target = samples
-            self.time_to_accuracy_s = self.session.schedule_s  # training + waiting for power
-        if self.eval_log is not None:
-            self.eval_log.write(eval_row(self.session, accuracy, extra))
-        return self.done
-
-    def _check_report(self, samples: int, accuracy: float) -> None:
-        """Warn about the two silent mistakes: no step() (a loop that never steps
-        reports every evaluation at 0 samples) and evaluation charged to training."""
-        target = self.target_accuracy
+        samples, target = self.session.samples, self.target_accuracy
+        # the two silent mistakes: no step() (a loop that never steps reports every
+        # evaluation at 0 samples) and evaluation charged to training
         at_zero = [a for s, a in self.curve if s == 0]
         if samples == 0 and (at_zero or (target is not None and accuracy >= target)):
             self._warn(
@@ -240,11 +221,18 @@ class Capped:
                 "report() after an evaluation outside cap.paused(): its time and energy "
                 "were counted as training; evaluate inside `with cap.paused():`"
             )
+        self.curve.append((samples, float(accuracy)))
+        if self.samples_to_target is None and target is not None and accuracy >= target:
+            self.samples_to_target = samples
+            self.time_to_accuracy_s = self.session.schedule_s  # training + waiting for power
+        if self.eval_log is not None:
+            self.eval_log.write(eval_row(self.session, accuracy, extra))
+        return self.done
 
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings:  # once per kind of mistake
             self.warnings.append(msg)
-            warnings.warn(msg, CappedWarning, stacklevel=4)
+            warnings.warn(msg, CappedWarning, stacklevel=3)  # the loop's line
 
     # --- what happened ---------------------------------------------------------------
     def totals(self) -> Dict[str, Any]:
@@ -334,35 +322,6 @@ def capped(
         eval_log=EvalLog.open(eval_log, tensorboard_dir),
         switch_batch=switch_batch,
     )
-
-
-def chosen(
-    selection: Union[Selection, TrainSpec, str, Path, None],
-    *,
-    batch_size: Optional[int] = None,
-    max_batch_size: Optional[int] = None,
-    freq_mhz: Optional[float] = None,
-    power_limit_w: Optional[float] = None,
-    profile: Any = None,
-    relative: Optional[Mapping[int, float]] = None,
-    proxies: Any = None,
-    target_accuracy: Optional[float] = None,
-    guard_window_s: float = defaults.GUARD_WINDOW_S,
-    objective: str = "time",
-    energy_budget_j: Optional[float] = None,
-    samples_bmax: Optional[float] = None,
-    power_schedule: Any = None,
-    precision: Optional[str] = None,
-) -> Tuple[TrainSpec, Optional[Reselector]]:
-    """What `capped()` (and a trainer callback, before its trainer is built) runs at:
-    the TrainSpec (train/spec.choose_spec) and, for a cap that changes, what re-selects."""
-    obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
-    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
-        relative = median_relative(proxies, relative)
-    given = (batch_size, freq_mhz, max_batch_size, target_accuracy)
-    cap = cap_from(power_limit_w, power_schedule)
-    spec = choose_spec(selection, cap, given, guard_window_s, profile, relative, obj, precision)
-    return spec, reselector_from(spec.cap, profile, relative, obj, spec.precision)
 
 
 def _fitting(device: Device, workload: Any, model: Any, input_shape: Any, task: Any,

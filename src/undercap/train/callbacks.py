@@ -12,6 +12,7 @@ construction, so the trainer can be built with `batch_size` and `lr(base_lr)`.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any, Optional, Sequence
@@ -20,12 +21,6 @@ from undercap.errors import REMOVED_IN_0_3, UndercapError, reject_removed
 from undercap.models.recipe import lr_scale
 
 _REMOVED = tuple(REMOVED_IN_0_3)  # capped() keywords 0.3.0 removed: one line each
-#: capped()'s keywords that say what the loop runs at (train/api.chosen)
-_CHOSEN = (
-    "batch_size", "max_batch_size", "freq_mhz", "power_limit_w", "profile", "relative",
-    "proxies", "guard_window_s", "objective", "energy_budget_j", "samples_bmax",
-    "power_schedule", "precision",
-)  # fmt: skip
 
 
 class CapDriver:
@@ -45,14 +40,16 @@ class CapDriver:
         task: Optional[str] = None,
         **capped_kwargs: Any,
     ) -> None:
-        from undercap.train.api import chosen
+        from undercap.train.spec import chosen
 
         self.device, self.selection, self.metric = device, selection, metric
         kw = dict(capped_kwargs)
         reject_removed({k: kw.pop(k) for k in list(kw) if k in _REMOVED}, type(self).__name__)
         # made now, so the trainer can be built with its batch size and lr(); the
-        # handle is made when training starts (attach), from these as they are
-        mine = {k: kw.pop(k) for k in list(kw) if k in _CHOSEN}
+        # handle is made when training starts (attach), from these as they are.
+        # capped()'s keywords that say what the loop runs at are chosen()'s
+        keywords = inspect.signature(chosen).parameters
+        mine = {k: kw.pop(k) for k in list(kw) if k in keywords}
         self._chosen = dict(mine, target_accuracy=target_accuracy)
         self.spec, self._reselector = chosen(selection, **self._chosen)
         self.input_shape, self.task, self.kwargs = input_shape, task, kw
@@ -66,8 +63,7 @@ class CapDriver:
         no precision was given; a selection for another precision is one warning."""
         if "precision" in self._chosen or precision == self.spec.precision:
             return
-        from undercap.train.api import chosen
-        from undercap.train.spec import warn_precision
+        from undercap.train.spec import chosen, warn_precision
 
         if self.selection is None and self._chosen.get("profile") is not None:
             self.spec, self._reselector = chosen(None, **dict(self._chosen, precision=precision))

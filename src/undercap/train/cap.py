@@ -20,6 +20,7 @@ configuration feasible for a while: the run pauses (session/follow.py), at most
 `max_wait_s` at a time.
 """
 
+import bisect
 import csv
 import math
 import sys
@@ -75,11 +76,6 @@ class FixedCap:
 NO_CAP = FixedCap(None)
 
 
-def cap_notes(cap: Cap) -> List[str]:
-    """What the cap had to say during the run (a live source that went unreadable)."""
-    return list(getattr(cap, "notes", ()))
-
-
 def changes(cap: Cap) -> bool:
     """Whether the cap may change during training (then a follower re-selects)."""
     return not isinstance(cap, FixedCap)
@@ -109,8 +105,8 @@ class PowerSchedule:
         """The limit in force at schedule time `t_s` (the first row's before it)."""
         if self.period_s:
             t_s = t_s % self.period_s
-        i = max(0, _last_at_or_before(self.times_s, t_s))
-        return self.limits_w[i]
+        i = bisect.bisect_right(self.times_s, t_s + 1e-12) - 1  # the last row at or before
+        return self.limits_w[max(0, i)]
 
     def next_change_after(self, t_s: float) -> Optional[float]:
         """When the limit next changes after `t_s` (None: never)."""
@@ -140,14 +136,6 @@ class PowerSchedule:
         if self.period_s:
             lines.append(f"{self.period_s:g},repeat")
         return "\n".join(lines) + "\n"
-
-
-def _last_at_or_before(times: Tuple[float, ...], t: float) -> int:
-    i = -1
-    for k, x in enumerate(times):
-        if x <= t + 1e-12:
-            i = k
-    return i
 
 
 def load_schedule(
@@ -223,15 +211,12 @@ class LiveSource:
         except ArtifactError as e:
             if not self._failing:
                 held = "none" if self._limit is None else f"{self._limit:g} W"
-                self._note(f"{e}; holding the last limit read ({held})")
+                self.notes.append(f"{e}; holding the last limit read ({held})")
+                print(f"warning: {self.notes[-1]}", file=sys.stderr, flush=True)
             self._failing = True
             return self._limit
         self._failing = False
         return limit
-
-    def _note(self, line: str) -> None:
-        self.notes.append(line)
-        print(f"warning: {line}", file=sys.stderr, flush=True)
 
     def limit_at(self, t_s: float) -> Optional[float]:
         if self._last_read_s is None or t_s - self._last_read_s >= self.poll_s:

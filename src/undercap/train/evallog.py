@@ -17,7 +17,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional
 
 from undercap.artifacts.io import PathLike, make_dirs, read_text, write_atomic
 from undercap.errors import ArtifactError, UndercapError, require
@@ -62,37 +62,38 @@ class EvalLog:
 
     def __init__(
         self,
-        path: Optional[Path],
-        tensorboard_dir: Optional[Path],
+        path: Optional[PathLike],
+        tensorboard_dir: Optional[PathLike],
         resumed_at: Optional[int] = None,
     ) -> None:
-        self.path, self._fh, self._csv = path, None, None
         check_log(path, tensorboard_dir)
-        self._tb = _tensorboard(tensorboard_dir) if tensorboard_dir is not None else None
-        if path is not None:
-            make_dirs(path.parent)
+        self.path = None if path is None else Path(path)
+        self._fh, self._csv = None, None
+        self._tb = None
+        if tensorboard_dir is not None:
+            from torch.utils.tensorboard import SummaryWriter  # check_log: it is installed
+
+            self._tb = SummaryWriter(log_dir=str(tensorboard_dir))
+        if self.path is not None:
+            make_dirs(self.path.parent)
             if resumed_at is None:
-                write_atomic(path, "")  # a fresh run's log starts over
+                write_atomic(self.path, "")  # a fresh run's log starts over
             else:
-                _keep_rows_up_to(path, resumed_at)
-            self._fh = path.open("a", newline="")
+                _keep_rows_up_to(self.path, resumed_at)
+            self._fh = self.path.open("a", newline="")
 
     @classmethod
     def open(
         cls,
-        path: Union[str, Path, None],
-        tensorboard_dir: Union[str, Path, None] = None,
+        path: Optional[PathLike],
+        tensorboard_dir: Optional[PathLike] = None,
         resumed_at: Optional[int] = None,
     ) -> "Optional[EvalLog]":
         """An EvalLog, or None when neither a file nor a TensorBoard folder is asked for.
         `resumed_at`: the samples a resumed run's checkpoint holds (None: a fresh run)."""
         if path is None and tensorboard_dir is None:
             return None
-        return cls(
-            None if path is None else Path(path),
-            None if tensorboard_dir is None else Path(tensorboard_dir),
-            resumed_at,
-        )
+        return cls(path, tensorboard_dir, resumed_at)
 
     def write(self, row: Dict[str, Any]) -> None:
         if self._fh is not None:
@@ -175,10 +176,3 @@ def _samples(value: Any) -> float:
 def _finite(row: Dict[str, Any]) -> Dict[str, Any]:
     """JSON has no NaN: a diverged loss is written as null."""
     return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
-
-
-def _tensorboard(log_dir: Path) -> Any:
-    require("tensorboard", "tensorboard", "TensorBoard logging")
-    from torch.utils.tensorboard import SummaryWriter
-
-    return SummaryWriter(log_dir=str(log_dir))

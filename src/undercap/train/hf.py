@@ -77,13 +77,7 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
 
     # --- Trainer events ------------------------------------------------------------------
     def on_init_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        mixed = (
-            "bf16"
-            if getattr(args, "bf16", False)
-            else "fp16"
-            if getattr(args, "fp16", False)
-            else "fp32"
-        )
+        mixed = next((p for p in ("bf16", "fp16") if getattr(args, p, False)), "fp32")
         self.driver.trainer_precision(mixed, "TrainingArguments")  # before the batch size
         b, accum = self.driver.batch_size, int(args.gradient_accumulation_steps)
         if b % accum:

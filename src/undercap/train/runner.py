@@ -3,22 +3,20 @@
 The loop (loop.Trainer) fine-tunes the pre-trained model with the chosen batch size
 and the learning rate scaled from the largest batch by sqrt(b / b_max), exactly as
 in the efficiency estimate (paper Sec. 4.2). It is driven like a loop of your own:
-through the handle `capped()` gives one (api.Capped), whose session locks the chosen
-frequency (restored on every exit path), samples power, holds the guard and accounts
-device time and energy per step; when the cap makes the batch size change, the
-handle's `step()` says so and the driver here applies it to the loop. Evaluation,
-while the handle is paused, is reported beside training as device time (`eval_time_s`:
-a simulated device's model of the forward passes, the wall clock on hardware).
-Checkpoints (checkpoint.py) are written at step boundaries where no evaluation is
-pending, or right after one, so a resumed run repeats the killed one's steps exactly.
+through the handle `capped()` gives one (api.Capped, whose session holds the clock,
+the cap and the accounts), every step through its `step()`, whose new batch size (the
+cap changed it) the driver here applies to the loop. Evaluation, while the handle is
+paused, is reported beside training as device time (`eval_time_s`: a simulated
+device's model of the forward passes, the wall clock on hardware). Checkpoints
+(checkpoint.py) are written at step boundaries where no evaluation is pending, or
+right after one, so a resumed run repeats the killed one's steps exactly.
 """
 
-import contextlib
 import dataclasses
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
@@ -44,6 +42,10 @@ if TYPE_CHECKING:
     from undercap.train.loop import EvalPoint, LoopResult, Trainer
 
 __all__ = ["RunOptions", "TrainResult", "TrainSpec", "train", "train_on_device"]
+#: a PowerWaitError's hint where the cap gave no power before the first step
+_NOTHING_TRAINED = (
+    "nothing was trained yet: run it again once power is back, or with a longer --max-wait-s"
+)
 
 
 def train(
@@ -83,11 +85,19 @@ def train(
         samples=trainer.samples,
         cuda_sync=prep.cuda_sync,
     )
-    with _entered(handle, saved, options):
+    try:
+        handle.__enter__()
+    except PowerWaitError as e:  # a changing cap gave up waiting before the first step
+        hint = options.wait_hint if saved else _NOTHING_TRAINED
+        raise PowerWaitError(f"{e}. {hint}") from e
+    try:
         start = saved["freq_mhz_start"] if saved else handle.session.freq_start
-        driver = _Driver(handle, trainer, prep, options, _Kept(start, warnings))
-        loop_result = driver.run()
+        # what a checkpoint holds beside the loop's and the session's state
+        kept = {"freq_mhz_start": start, "warnings": warnings}
+        loop_result = _Driver(handle, prep, options, kept).run()
         totals = handle.totals()
+    finally:
+        handle.__exit__(None, None, None)
     return prep.result(loop_result, handle, totals, start, warnings, saved)
 
 
@@ -144,52 +154,15 @@ def _resumed_at(saved: Optional[Dict[str, Any]]) -> Optional[int]:
     return None if saved is None else int(saved["trainer"]["samples"])
 
 
-@contextlib.contextmanager
-def _entered(
-    handle: Capped, saved: Optional[Dict[str, Any]], options: RunOptions
-) -> Iterator[Capped]:
-    """The handle entered: a changing cap that gives up waiting for power before the
-    first step says what to do (the checkpoint, if any, is as it was)."""
-    try:
-        handle.__enter__()
-    except PowerWaitError as e:
-        hint = (
-            options.wait_hint
-            if saved
-            else "nothing was trained yet: run it again once power is back, or with a "
-            "longer --max-wait-s"
-        )
-        raise PowerWaitError(f"{e}. {hint}") from e
-    try:
-        yield handle
-    finally:
-        handle.__exit__(None, None, None)
-
-
-@dataclass
-class _Kept:
-    """What a checkpoint holds besides the loop's and the session's state: the clock the
-    run started at and its warnings (the run's identity is the prepared run's)."""
-
-    freq_mhz_start: Optional[float]
-    warnings: List[str] = field(default_factory=list)
-
-
 class _Driver:
-    """undercap's own loop, driven as a loop of yours drives a capped handle: every
-    step through `handle.step()`, whose new batch size it applies to the loop; the
-    evaluation paused; checkpoints when due; the progress bar."""
+    """undercap's own loop driving its capped handle (module docstring), and the
+    progress bar."""
 
     def __init__(
-        self,
-        handle: Capped,
-        trainer: "Trainer",
-        prep: "_Prepared",
-        options: RunOptions,
-        kept: _Kept,
+        self, handle: Capped, prep: "_Prepared", options: RunOptions, kept: Dict[str, Any]
     ) -> None:
-        self.handle, self.trainer, self.prep = handle, trainer, prep
-        self.options, self.kept = options, kept
+        self.handle, self.prep, self.options, self.kept = handle, prep, options, kept
+        self.trainer = trainer = prep.trainer
         self.bar = sample_bar(
             prep.spec.max_samples, f"train b={prep.spec.batch_size}", options.progress,
             trainer.samples,
@@ -287,8 +260,7 @@ class _Driver:
             "config": self.prep.identity,
             "trainer": self.trainer.state_dict(),
             **self.handle.session.state(),
-            "freq_mhz_start": self.kept.freq_mhz_start,
-            "warnings": list(self.kept.warnings),
+            **self.kept,
         }
         save_checkpoint(self.options.checkpoint_dir, state)  # type: ignore[arg-type]
 

@@ -21,10 +21,11 @@ from undercap.artifacts.profile import as_profile
 from undercap.artifacts.selection import Selection, load_selection
 from undercap.errors import UndercapError
 from undercap.models.recipe import Recipe, UserCode
-from undercap.train.cap import NO_CAP, Cap, FixedCap, fixed_limit_w
+from undercap.train.cap import NO_CAP, Cap, FixedCap, cap_from, fixed_limit_w
 
 if TYPE_CHECKING:
     from undercap.train.loop import LoopConfig
+    from undercap.train.session.follow import Reselector
 
 PathLike = Union[str, Path]
 
@@ -207,29 +208,6 @@ class TrainSpec(Plan):
     `train_on_device`'s keywords, `capped()`) and handed whole to the run.
 
     Args:
-        model: Built-in model name or your factory (`path/to/file.py:build`); None in
-            a loop of your own (`capped()`), whose model is its own.
-        batch_size: The batch size trained with.
-        target_accuracy: Test accuracy at which training stops; None in a loop of your
-            own given no target.
-        loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
-        metric: Import path of your metric `fn(outputs, labels)`; None: top-1 accuracy.
-        optimizer_factory: Import path of your optimizer factory; None: the model's.
-        lr_scheduler: Import path of your LR scheduler factory.
-        train_step: Import path of your training step.
-        max_samples: Sample budget: training stops here if the target is not reached.
-        eval_every_samples: Evaluate every this many training samples.
-        eval_max_samples: Evaluate on at most this many test samples; None: all.
-        eval_schedule: `"sparse"` (the same time to accuracy, less evaluation) or
-            `"dense"` (the whole split at every grid point).
-        base_lr: Learning rate at `max_batch_size`; None: the model's.
-        max_batch_size: The b_max the learning rate is scaled from; None: `batch_size`.
-        weight_decay: Weight decay; None: the model's.
-        pretrained: Weights file to start from; None: the model's seeded weights.
-        seed: Seed of the initial weights and the data order.
-        deterministic: Deterministic torch (a resume is exact on CUDA too; slower).
-        data: The data the plan was made for (a DataSpec's key), where it is known.
-        precision: The arithmetic to train in: `"fp32"`, `"fp16"` or `"bf16"`.
         freq_mhz: GPU clock to lock; None: leave the clocks as they are.
         cap: The power cap the guard holds (`undercap.train.cap`): a fixed limit
             (`FixedCap`, the default none), a schedule or a live source, which
@@ -314,49 +292,65 @@ class RunOptions:
 
 
 # --- what a loop of your own runs at (capped(), the trainer callbacks, fleet nodes) ---
-def choose_spec(
+def chosen(
     selection: Union[Selection, TrainSpec, str, Path, None],
-    cap: Cap,
-    given: Tuple[Optional[int], Optional[float], Optional[int], Optional[float]],
-    guard_window_s: float,
-    profile: Any,
-    relative: Optional[Mapping[int, float]],
-    objective: Mapping[str, Any],
+    *,
+    batch_size: Optional[int] = None,
+    max_batch_size: Optional[int] = None,
+    freq_mhz: Optional[float] = None,
+    power_limit_w: Optional[float] = None,
+    profile: Any = None,
+    relative: Optional[Mapping[int, float]] = None,
+    proxies: Any = None,
+    target_accuracy: Optional[float] = None,
+    guard_window_s: float = defaults.GUARD_WINDOW_S,
+    objective: str = "time",
+    energy_budget_j: Optional[float] = None,
+    samples_bmax: Optional[float] = None,
+    power_schedule: Any = None,
     precision: Optional[str] = None,
-) -> TrainSpec:
-    """What a loop of your own runs at (the model is the loop's: None): a TrainSpec
-    made already as it is; else a selection's (its limit where no cap is given); else
-    the objective's choice (Algorithm 1 for time) under `cap` on a profile and r(b), in
-    `precision` (None: the profile's, select.core.profiles_in); else the batch size
-    and clock `given` (with b_max and the target). `precision` is what the loop trains
-    in; a selection made for another is trained as it is, with a warning."""
-    batch_size, freq_mhz, max_batch_size, target_accuracy = given
+) -> "Tuple[TrainSpec, Optional[Reselector]]":
+    """What `capped()` (and a trainer callback, before its trainer is built) runs at,
+    the model being the loop's (None), and what re-selects for a cap that changes: a
+    TrainSpec made already as it is; else a selection's (its limit where no cap is
+    given); else the objective's choice (Algorithm 1 for time) under the cap on a profile
+    and r(b) (or several `proxies`' median), in `precision` (None: the profile's,
+    select.core.profiles_in); else `batch_size` and `freq_mhz` as given. `precision` is
+    what the loop trains in; a selection made for another is trained as it is, with a
+    warning."""
+    from undercap.train.session.follow import reselector_from
+
+    obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}
+    if proxies is not None:  # the ensemble rule: Algorithm 1 on the proxies' median r(b)
+        relative = median_relative(proxies, relative)
+    cap = cap_from(power_limit_w, power_schedule)
+    mine = {"model": None, "target_accuracy": target_accuracy, "guard_window_s": guard_window_s}
     if isinstance(selection, TrainSpec):
+        given = (batch_size, freq_mhz, max_batch_size, target_accuracy)
         if cap != NO_CAP or given != (None, None, None, None):
             raise UndercapError(
                 "capped(): a TrainSpec states the batch size, clock, cap and target; "
                 "give them in it, not as keywords too"
             )
-        return selection
-    mine = {"model": None, "target_accuracy": target_accuracy, "guard_window_s": guard_window_s}
-    if selection is not None:
+        spec = selection
+    elif selection is not None:
         sel = selection if isinstance(selection, Selection) else load_selection(selection)
         spec = TrainSpec.from_selection(sel, cap=None if cap == NO_CAP else cap)
         warn_precision(spec.precision, precision)
-        return dataclasses.replace(spec, **mine)
-    if profile is not None and relative is not None:
-        return _chosen(
-            cap, as_profile(profile), relative, {**objective, "precision": precision}, mine
-        )
-    if batch_size is None:
+        spec = dataclasses.replace(spec, **mine)
+    elif profile is not None and relative is not None:
+        spec = _chosen(cap, as_profile(profile), relative, {**obj, "precision": precision}, mine)
+    elif batch_size is None:
         raise UndercapError(
             "capped() needs a selection, or a profile and r(b) (relative=) with a power "
             "limit, or a batch_size"
         )
-    return TrainSpec(
-        batch_size=batch_size, freq_mhz=freq_mhz, cap=cap, max_batch_size=max_batch_size,
-        precision=precision or defaults.PRECISION, **mine,
-    )  # fmt: skip
+    else:
+        spec = TrainSpec(
+            batch_size=batch_size, freq_mhz=freq_mhz, cap=cap, max_batch_size=max_batch_size,
+            precision=precision or defaults.PRECISION, **mine,
+        )  # fmt: skip
+    return spec, reselector_from(spec.cap, profile, relative, obj, spec.precision)
 
 
 def warn_precision(chosen: str, trained: Optional[str], loop: str = "the loop") -> None:

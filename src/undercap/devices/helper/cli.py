@@ -65,11 +65,11 @@ def serve(args: argparse.Namespace) -> int:
     mode = _mode(args.mode)
     devices = open_devices(args.devices, args.sysfs_root)
     helper = Helper(args.socket, gid, devices)
+    log = logging.getLogger("undercap-helper")
     try:
         for line in helper.restore_leftovers():
-            logging.getLogger("undercap-helper").info(line)
+            log.info(line)
         helper.listen(mode)
-        log = logging.getLogger("undercap-helper")
         names = ", ".join(sorted(devices))
         helper.serve_forever(
             lambda: log.info("serving %s on %s to group %s", names, args.socket, args.group)
@@ -117,16 +117,8 @@ def status(args: argparse.Namespace) -> int:
         state = client.call("status")
     finally:
         client.close()
-    print(
-        json.dumps(
-            {
-                "helper": hello.get("helper"),
-                "pid": hello.get("pid"),
-                "devices": state.get("devices"),
-            },
-            indent=2,
-        )
-    )
+    out = {"helper": hello.get("helper"), "pid": hello.get("pid"), "devices": state.get("devices")}
+    print(json.dumps(out, indent=2))
     return 0
 
 

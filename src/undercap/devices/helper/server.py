@@ -71,11 +71,11 @@ class _Client:
         self.refused = refused  # a caller outside the group: its first request gets this
 
 
-class _Claim:
+class _Claim(NamedTuple):
     """A device's controlling client and the settings to put back."""
 
-    def __init__(self, client: _Client, saved: Dict[str, Any]) -> None:
-        self.client, self.saved = client, saved
+    client: _Client
+    saved: Dict[str, Any]
 
 
 #: the selector's mark for the wakeup socket a signal writes to (serve_forever)
@@ -234,7 +234,9 @@ class Helper:
         return [k.data for k in self.selector.get_map().values() if isinstance(k.data, _Client)]
 
     def _answer(self, client: _Client, answer: Dict[str, Any]) -> None:
-        if not _send(client.conn, answer):
+        try:
+            client.conn.sendall(encode(answer))
+        except OSError:  # BlockingIOError and ConnectionError among them
             self._drop(client, "it stopped reading")
 
     def _drop(self, client: _Client, why: str) -> None:
@@ -338,14 +340,6 @@ class Helper:
             log.info("%s back to its saved settings (%s)", name, why)
         except DeviceError as e:  # kept in the state file: the next start puts it back
             log.error("%s: could not restore (%s): %s", name, why, e)
-
-
-def _send(conn: socket.socket, answer: Dict[str, Any]) -> bool:
-    try:
-        conn.sendall(encode(answer))
-        return True
-    except (BlockingIOError, ConnectionError, OSError):
-        return False
 
 
 def _refuse_if_served(path: Path) -> None:

@@ -65,24 +65,14 @@ def devfreq_rules(root: Path) -> DevfreqRules:
     return DevfreqRules(False, None, "kernel unknown: assumed Linux 4.9")
 
 
-def min_request_hz(table: Sequence[int], effective_min_hz: int) -> int:
-    """The minimum request behind an effective minimum (5.x): none (0) at the
-    table's lowest step; else the effective value (a request at least that high)."""
-    return 0 if effective_min_hz <= table[0] else effective_min_hz
-
-
 def max_request_hz(
     table: Sequence[int], effective_max_hz: int, mode: Optional[ModeRange], mode_known: bool
 ) -> int:
     """The maximum request behind an effective maximum (5.x); 0 means none."""
-    if mode_known and mode is not None:
-        request = mode.ceiling_hz
-        if mode.ceiling_source.startswith("kernel"):
-            request = max(request, effective_max_hz)  # what the kernel applied, as read
-        if effective_max_hz > request:  # raised above the mode by hand: keep that
-            request = effective_max_hz
-        return 0 if request >= table[-1] else request
-    return 0 if effective_max_hz >= table[-1] else effective_max_hz
+    request = effective_max_hz
+    if mode_known and mode is not None:  # the mode's cap, unless raised above it by hand
+        request = max(mode.ceiling_hz, effective_max_hz)
+    return 0 if request >= table[-1] else request
 
 
 def saved_limits(
@@ -97,6 +87,6 @@ def saved_limits(
     lo, hi = effective
     state: Dict[str, Any] = {"min_freq_hz": lo, "max_freq_hz": hi, "pm_qos": rules.qos}
     if rules.qos:
-        state["min_request_hz"] = min_request_hz(table, lo)
+        state["min_request_hz"] = 0 if lo <= table[0] else lo  # none at the lowest step
         state["max_request_hz"] = max_request_hz(table, hi, mode, mode_known)
     return state

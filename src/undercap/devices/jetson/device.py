@@ -33,6 +33,7 @@ from undercap.devices.jetson.nvpmodel import (
     Runner,
     default_nvpmodel_runner,
     describe,
+    mhz,
     mode_range,
     read_nvpmodel,
 )
@@ -51,17 +52,13 @@ from undercap.devices.jetson.sysfs import (
     read_int,
     read_optional,
     write_attr,
-    write_error,
+    write_with,
 )
 from undercap.devices.state import RestoresOnCrash, read_boot_id, state_dir, state_path
 from undercap.errors import DeviceError, DevicePermissionError
 
 log = logging.getLogger(__name__)
 _AUTO: Any = object()
-
-
-def _mhz(hz: int) -> float:
-    return round(hz / 1e6, 6)
 
 
 def _gpu_arch(node: DevfreqNode) -> Optional[str]:
@@ -88,8 +85,6 @@ class JetsonDevice(RestoresOnCrash, Device):
     """
 
     state_backend = "jetson"
-
-    is_simulated = False
 
     def __init__(
         self,
@@ -121,7 +116,6 @@ class JetsonDevice(RestoresOnCrash, Device):
         )
         self.power = PowerRails(find_rails(self.root), self.root)
         self.state_file = Path(state_file or state_path(self.device_key, state_dir(self.root)))
-        self.last_snap: Optional[Dict[str, float]] = None
 
     # --- clocks ---------------------------------------------------------------------
     def _read_table(self) -> Tuple[int, ...]:
@@ -141,10 +135,10 @@ class JetsonDevice(RestoresOnCrash, Device):
         return self.mode.allowed(self._all_hz)
 
     def available_freqs_mhz(self) -> Tuple[float, ...]:
-        return tuple(_mhz(f) for f in self._allowed_hz())
+        return tuple(mhz(f) for f in self._allowed_hz())
 
     def current_freq_mhz(self) -> float:
-        return _mhz(read_int(self.node.attr("cur_freq")))
+        return mhz(read_int(self.node.attr("cur_freq")))
 
     def sensor_update_interval_s(self) -> float:
         """The board-power rail's INA3221 conversion time: the hwmon driver's
@@ -168,35 +162,27 @@ class JetsonDevice(RestoresOnCrash, Device):
         self._require_control()
         target = min(self._allowed_hz(), key=lambda f: abs(f - freq_mhz * 1e6))
         if self.relay is not None:  # the helper writes, in the same order (helper/server.py)
-            self.relay.lock(_mhz(target))
-            actual = read_int(self.node.attr("cur_freq"))
-            self._report_snap(freq_mhz, target, actual)
-            return _mhz(actual)
-        self._before_change()
-        self._set_railgate("0")
-        self._write_range(target, target)
+            self.relay.lock(mhz(target))
+        else:
+            self._before_change()
+            self._set_railgate("0")
+            self._write_range(target, target)
         actual = read_int(self.node.attr("cur_freq"))
-        self._report_snap(freq_mhz, target, actual)
-        return _mhz(actual)
-
-    def _report_snap(self, requested_mhz: float, target_hz: int, actual_hz: int) -> None:
         # last_snap and a stderr line for a request off the table (Device.note_snap)
-        self.note_snap(requested_mhz, _mhz(target_hz), _mhz(actual_hz))
-        if actual_hz != target_hz:
+        self.note_snap(freq_mhz, mhz(target), mhz(actual))
+        if actual != target:
             log.warning(
                 "%s: locked %.1f MHz but the GPU runs at %.1f MHz (a power-mode or thermal "
                 "cap snapped it)",
                 self.name,
-                _mhz(target_hz),
-                _mhz(actual_hz),
+                mhz(target),
+                mhz(actual),
             )
+        return mhz(actual)
 
     def _write(self, path: Path, value: str) -> None:
         """Every write goes through here (and the injectable writer)."""
-        try:
-            self._writer(path, value)
-        except OSError as e:
-            raise write_error(path, value, e) from e
+        write_with(self._writer, path, value)
 
     def _write_range(self, min_hz: int, max_hz: int) -> None:
         """Set [min_freq, max_freq] in an order the kernel accepts at every step.
@@ -293,18 +279,11 @@ class JetsonDevice(RestoresOnCrash, Device):
     def power_w(self) -> float:
         return self.power.board_power_w()
 
-    def gpu_power_w(self) -> Optional[float]:
-        """Power of the dedicated GPU rail (Nano POM_5V_GPU), None where there is none."""
-        return self.power.gpu_power_w()
-
     def memory_bytes(self) -> int:
         return mem_total_bytes(self.root)
 
     def synchronize(self) -> None:
         torch_cuda_synchronize()
-
-    def close(self) -> None:
-        self.close_relay()
 
     # --- description ----------------------------------------------------------------
     def _control_status(self) -> Tuple[bool, str]:
@@ -333,14 +312,15 @@ class JetsonDevice(RestoresOnCrash, Device):
             "devfreq_path": str(node.path),
             "governor": read_optional(node.attr("governor")),
             "available_governors": (read_optional(node.attr("available_governors")) or "").split(),
-            "cur_freq_mhz": _mhz(int(read_optional(node.attr("cur_freq")) or 0)),
-            "min_freq_mhz": _mhz(int(read_optional(node.attr("min_freq")) or 0)),
-            "max_freq_mhz": _mhz(int(read_optional(node.attr("max_freq")) or 0)),
-            "all_freqs_mhz": [_mhz(f) for f in self._all_hz],
+            **{
+                f"{f}_mhz": mhz(int(read_optional(node.attr(f)) or 0))
+                for f in ("cur_freq", "min_freq", "max_freq")
+            },
+            "all_freqs_mhz": [mhz(f) for f in self._all_hz],
             "railgate_enable": read_optional(node.railgate_path),
             "nvpmodel": describe(self.nvpmodel, self.mode),
-            "mode_floor_mhz": _mhz(self.mode.floor_hz),
-            "mode_ceiling_mhz": _mhz(self.mode.ceiling_hz),
+            "mode_floor_mhz": mhz(self.mode.floor_hz),
+            "mode_ceiling_mhz": mhz(self.mode.ceiling_hz),
             "kernel": kernel_release(self.root),
             "devfreq_limits": self.rules.label,
             "gpu_woken": self.wake_note,

@@ -23,7 +23,7 @@ from undercap.devices.jetson.sysfs import (
     read_attr,
     read_dt_strings,
     thor_node,
-    write_error,
+    write_with,
 )
 from undercap.errors import DeviceError
 
@@ -31,23 +31,6 @@ from undercap.errors import DeviceError
 #: looks once, right after the write: registration happens inside it)
 WAKE_WAIT_S = 1.0
 _POLL_S = 0.05
-
-
-def no_gpu_error(root: Path) -> DeviceError:
-    return DeviceError(
-        f"no Jetson GPU under {root / 'sys/class/devfreq'} or {root / 'sys/devices'} "
-        "(looked for the devfreq nodes 57000000.gpu, 17000000.gp10b, 17000000.gv11b, "
-        "17000000.ga10b, 17000000.gpu and a gpu.0 device); on a copied tree pass "
-        "--sysfs-root <folder containing sys/>"
-    )
-
-
-def thor_error(node: Path) -> JetsonUnavailable:
-    return JetsonUnavailable(
-        f"Jetson Thor (JetPack 7: GPU devfreq domain {node.name}, no INA3221 rails) "
-        "is not supported by undercap's jetson backend; use a simulated device (sim:...) "
-        "to plan, or nvml:<index> if NVML reports this GPU"
-    )
 
 
 def _not_ready_error(device: Path, read_only: bool) -> JetsonUnavailable:
@@ -81,10 +64,19 @@ def locate_gpu(
         return node, None
     thor = thor_node(root)
     if thor is not None:
-        raise thor_error(thor)
+        raise JetsonUnavailable(
+            f"Jetson Thor (JetPack 7: GPU devfreq domain {thor.name}, no INA3221 rails) "
+            "is not supported by undercap's jetson backend; use a simulated device (sim:...) "
+            "to plan, or nvml:<index> if NVML reports this GPU"
+        )
     device = find_gpu_device(root)
     if device is None:
-        raise no_gpu_error(root)
+        raise DeviceError(
+            f"no Jetson GPU under {root / 'sys/class/devfreq'} or {root / 'sys/devices'} "
+            "(looked for the devfreq nodes 57000000.gpu, 17000000.gp10b, 17000000.gv11b, "
+            "17000000.ga10b, 17000000.gpu and a gpu.0 device); on a copied tree pass "
+            "--sysfs-root <folder containing sys/>"
+        )
     railgate = device / "railgate_enable"
     if read_only or not can_write(railgate):
         raise _not_ready_error(device, read_only)
@@ -101,13 +93,6 @@ def locate_gpu(
     return node, note
 
 
-def _write(writer: Writer, path: Path, value: str) -> None:
-    try:
-        writer(path, value)
-    except OSError as e:
-        raise write_error(path, value, e) from e
-
-
 def _wake(
     root: Path, railgate: Path, writer: Writer, sleep: Callable[[float], None]
 ) -> Tuple[str, Optional[DevfreqNode]]:
@@ -117,7 +102,7 @@ def _wake(
     node = None
     try:
         if original != "0":
-            _write(writer, railgate, "0")
+            write_with(writer, railgate, "0")
         waited = 0.0
         node = find_gpu_devfreq(root)
         while node is None and waited < WAKE_WAIT_S:
@@ -126,5 +111,5 @@ def _wake(
             node = find_gpu_devfreq(root)
     finally:
         if original != "0" and read_attr(railgate) != original:
-            _write(writer, railgate, original)
+            write_with(writer, railgate, original)
     return original, node

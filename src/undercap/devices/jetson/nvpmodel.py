@@ -81,7 +81,6 @@ def parse_nvpmodel_query(text: str) -> Optional[Tuple[str, int]]:
 
 
 _MODEL = re.compile(r"^<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=(\S+?)\s*>")
-_DEFAULT = re.compile(r"^<\s*PM_CONFIG\s+DEFAULT=(\d+)\s*>")
 #: R28's path form: a GPU devfreq node's max_freq/min_freq (TX2: 17000000.gp10b)
 _PATH_LIMIT = re.compile(r"/devfreq/[0-9a-f]+\.(gpu|gp10b|gv11b|ga10b)/(max|min)_freq$")
 
@@ -100,18 +99,15 @@ def _gpu_limit(parts: List[str]) -> Optional[Tuple[str, int]]:
         return None
 
 
-def parse_nvpmodel_conf(text: str) -> Tuple[Dict[int, Dict[str, object]], Optional[int]]:
-    """/etc/nvpmodel.conf -> ({id: {"name", "gpu_max_freq_hz", "gpu_min_freq_hz"}},
-    default id). Limits are None for "no limit"; PARAM blocks are skipped."""
+def parse_nvpmodel_conf(text: str) -> Dict[int, Dict[str, object]]:
+    """/etc/nvpmodel.conf -> {id: {"name", "gpu_max_freq_hz", "gpu_min_freq_hz"}}.
+    Limits are None for "no limit"; PARAM blocks are skipped."""
     modes: Dict[int, Dict[str, object]] = {}
-    default: Optional[int] = None
     current: Optional[int] = None
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
         if line.startswith("<"):
-            m, d = _MODEL.match(line), _DEFAULT.match(line)
+            m = _MODEL.match(line)
             current = int(m.group(1)) if m else None
             if m:
                 modes[int(m.group(1))] = {
@@ -119,13 +115,11 @@ def parse_nvpmodel_conf(text: str) -> Tuple[Dict[int, Dict[str, object]], Option
                     "gpu_max_freq_hz": None,
                     "gpu_min_freq_hz": None,
                 }
-            if d:
-                default = int(d.group(1))
             continue
         limit = _gpu_limit(line.split())
         if current is not None and limit is not None:
             modes[current][limit[0]] = _limit(limit[1])
-    return modes, default
+    return modes
 
 
 def default_nvpmodel_runner(root: Path) -> Optional[Runner]:
@@ -166,7 +160,7 @@ def read_nvpmodel(root: Path, runner: Optional[Runner]) -> Optional[NvpModel]:
     """The active mode and its configured GPU limits. None without any nvpmodel."""
     conf = root / "etc" / "nvpmodel.conf"
     conf_text = read_optional(conf)
-    modes, _default = parse_nvpmodel_conf(conf_text) if conf_text else ({}, None)
+    modes = parse_nvpmodel_conf(conf_text) if conf_text else {}
     name, mode_id, source = _active_mode(root, runner)
     if mode_id is None and not modes:
         return None
@@ -180,6 +174,11 @@ def read_nvpmodel(root: Path, runner: Optional[Runner]) -> Optional[NvpModel]:
         source=source,
         conf_path=str(conf) if conf_text else None,
     )
+
+
+def mhz(hz: int) -> float:
+    """Hz as MHz (to the Hz)."""
+    return round(hz / 1e6, 6)
 
 
 def nearest_step(table: Sequence[int], hz: int) -> int:
@@ -223,15 +222,12 @@ def describe(nvp: Optional[NvpModel], rng: ModeRange) -> Optional[Dict[str, obje
     """The `nvpmodel` entry of `undercap devices`: configured and effective limits."""
     if nvp is None:
         return None
-
-    def mhz(hz: Optional[int]) -> Optional[float]:
-        return None if hz is None else round(hz / 1e6, 6)
-
+    cap, floor = nvp.gpu_max_freq_hz, nvp.gpu_min_freq_hz
     return {
         "mode_id": nvp.mode_id,
         "mode_name": nvp.mode_name,
-        "gpu_max_freq_mhz": mhz(nvp.gpu_max_freq_hz),
-        "gpu_min_freq_mhz": mhz(nvp.gpu_min_freq_hz),
+        "gpu_max_freq_mhz": None if cap is None else mhz(cap),
+        "gpu_min_freq_mhz": None if floor is None else mhz(floor),
         "ceiling_mhz": mhz(rng.ceiling_hz),
         "floor_mhz": mhz(rng.floor_hz),
         "ceiling_from": rng.ceiling_source,

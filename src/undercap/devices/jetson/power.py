@@ -140,23 +140,16 @@ class PowerRails:
     def labels(self) -> Tuple[str, ...]:
         return tuple(r.label for r in self.rails)
 
-    def _require(self) -> None:
+    def board_power_w(self) -> float:
+        """Module input power, else the sum of every rail."""
         if not self.rails:
             raise DeviceError(
                 f"no INA3221 power rails under {self.root}/sys/bus/i2c/drivers/ina3221x or "
                 "ina3221: power cannot be measured; check that the ina3221 driver is loaded"
             )
-
-    def board_power_w(self) -> float:
-        """Module input power, else the sum of every rail."""
-        self._require()
         if self.total is not None:
             return self.total.read_w()
         return sum(r.read_w() for r in self.rails)
-
-    def gpu_power_w(self) -> Optional[float]:
-        """The dedicated GPU rail where the board has one, else None."""
-        return None if self.gpu is None else self.gpu.read_w()
 
     def conversion(self) -> Dict[str, Optional[str]]:
         """The board rail's hwmon `samples` and `update_interval` (ms), as read."""

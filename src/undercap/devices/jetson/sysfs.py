@@ -20,6 +20,7 @@ nvgpu driver (os/linux/sysfs.c, scale.c):
 """
 
 import errno
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,15 +81,13 @@ def read_dt_strings(path: Path) -> Tuple[str, ...]:
     return tuple(s for s in raw.decode("utf-8", "replace").split("\0") if s.strip())
 
 
-def _is_gpu(entry: Path) -> bool:
+def _is_gpu(name: str, compatible: Tuple[str, ...], of_name: Optional[str]) -> bool:
     """A Jetson GPU's devfreq node. Where the device tree names the device, its
     compatible must be an NVIDIA integrated GPU's (another SoC's `ff9a0000.gpu`, a
     Mali, is not one); else the node name or of_node name decides."""
-    compatible = read_dt_strings(entry / "device" / "of_node" / "compatible")
     if compatible:
         return any(_NVIDIA_IGPU.match(c) for c in compatible)
-    of_names = read_dt_strings(entry / "device" / "of_node" / "name")
-    return entry.name.endswith(GPU_NODE_SUFFIXES) or bool(of_names and of_names[0] in GPU_OF_NAMES)
+    return name.endswith(GPU_NODE_SUFFIXES) or of_name in GPU_OF_NAMES
 
 
 def find_gpu_devfreq(root: Union[str, Path] = "/") -> Optional[DevfreqNode]:
@@ -98,18 +97,13 @@ def find_gpu_devfreq(root: Union[str, Path] = "/") -> Optional[DevfreqNode]:
     if not base.is_dir():
         return None
     for entry in sorted(base.iterdir()):
-        if not (_is_gpu(entry) and (entry / "available_frequencies").is_file()):
-            continue
-        path = entry.resolve()
-        device = (entry / "device").resolve() if (entry / "device").exists() else path
-        of_names = read_dt_strings(entry / "device" / "of_node" / "name")
-        return DevfreqNode(
-            name=entry.name,
-            path=path,
-            device_path=device,
-            of_name=of_names[0] if of_names else None,
-            compatible=read_dt_strings(entry / "device" / "of_node" / "compatible"),
-        )
+        of_node = entry / "device" / "of_node"
+        compatible = read_dt_strings(of_node / "compatible")
+        of_name = next(iter(read_dt_strings(of_node / "name")), None)
+        if _is_gpu(entry.name, compatible, of_name) and (entry / "available_frequencies").is_file():
+            path = entry.resolve()
+            device = (entry / "device").resolve() if (entry / "device").exists() else path
+            return DevfreqNode(entry.name, path, device, of_name, compatible)
     return None
 
 
@@ -173,9 +167,14 @@ def read_optional(path: Optional[Path]) -> Optional[str]:
 def write_attr(path: Path, value: str) -> None:
     """Default writer: one write() like `echo value > path`. The kernel's store handler
     runs inside the write and reports rejection through errno."""
+    with open(path, "w", encoding="ascii") as f:
+        f.write(value)
+
+
+def write_with(writer: Writer, path: Path, value: str) -> None:
+    """One write through `writer` (tests pass a fake kernel); errors as write_error's."""
     try:
-        with open(path, "w", encoding="ascii") as f:
-            f.write(value)
+        writer(path, value)
     except OSError as e:
         raise write_error(path, value, e) from e
 
@@ -193,8 +192,6 @@ def write_error(path: Path, value: str, e: OSError) -> DeviceError:
 
 
 def can_write(path: Path) -> bool:
-    import os
-
     return path.is_file() and os.access(path, os.W_OK)
 
 

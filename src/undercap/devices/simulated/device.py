@@ -3,7 +3,7 @@
 SIMULATED HARDWARE. It stands in for devices we do not have; every DeviceInfo it
 returns says so (`is_simulated`, backend "simulated", details["simulated"]).
 Training on it is real (torch runs on the host); the device's clock, power and
-energy come from the physical model in `sim_model.py`, whose constants live in
+energy come from the physical model in `model.py`, whose constants live in
 `specs/<name>.toml` with the source or reasoning of each one.
 
 Time: `account_step(workload, b)` advances a virtual clock by the modelled step time
@@ -44,8 +44,6 @@ from undercap.devices.simulated.model import (
 from undercap.errors import DeviceError, DeviceOutOfMemoryError, DevicePermissionError
 
 SPEC_DIR = Path(__file__).with_name("specs")
-
-__all__ = ["SimulatedDevice", "StepModel", "known_names"]
 
 
 def known_names() -> List[str]:
@@ -139,11 +137,6 @@ class SimulatedDevice(Device):
     def precisions(self) -> Tuple[str, ...]:
         return self.spec.precision_names
 
-    @property
-    def idle_power_w(self) -> float:
-        """Board input power with the GPU idle (rail-gated), noise-free."""
-        return self.spec.idle_board_w
-
     def model_step(self, workload: Workload, batch_size: int, freq_mhz: float) -> StepModel:
         """Noise-free time and mean power of one step at (batch_size, freq_mhz)."""
         return step_model(self.spec, workload, batch_size, freq_mhz)
@@ -202,9 +195,6 @@ class SimulatedDevice(Device):
         self._arrays = None
 
     def wait_s(self, seconds: float) -> None:
-        self.advance_idle_s(seconds)
-
-    def advance_idle_s(self, seconds: float) -> None:
         """Let `seconds` of virtual time pass with the GPU idle (e.g. evaluation on
         the host, or waiting between measurements)."""
         if not (math.isfinite(seconds) and seconds >= 0):

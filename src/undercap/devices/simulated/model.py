@@ -61,7 +61,7 @@ noise. Noise is a deterministic hash of (seed, time), so readings are reproducib
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
@@ -148,9 +148,6 @@ class StepModel:
     memory_time_s: float
     occupancy: float
     voltage_v: float
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
 
 
 # --- spec files ------------------------------------------------------------------
@@ -243,14 +240,12 @@ class _Getter:
 
     def floats(self, key: str) -> Tuple[float, ...]:
         v = self._get(key)
-        if not isinstance(v, list) or not v:
+        ok = isinstance(v, list) and bool(v)
+        if not ok or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in v
+        ):
             raise self._bad(key, "a non-empty list of positive numbers")
-        out = []
-        for x in v:
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0:
-                raise self._bad(key, "a non-empty list of positive numbers")
-            out.append(float(x))
-        return tuple(out)
+        return tuple(float(x) for x in v)
 
 
 # --- the model -------------------------------------------------------------------
@@ -288,11 +283,6 @@ def gpu_power_parts_w(spec: SimSpec, freq_mhz: float) -> Tuple[float, float]:
     return spec.gpu_leakage_w_at_vmax * (v / vmax) ** 2, spec.c_eff_f * v * v * freq_mhz * 1e6
 
 
-def memory_needed_bytes(spec: SimSpec, workload: Workload, batch_size: int) -> float:
-    """Training footprint plus the convolution workspace cuDNN reserves."""
-    return workload.training_memory_bytes(batch_size) + spec.workspace_bytes
-
-
 def step_model(spec: SimSpec, workload: Workload, batch_size: int, freq_mhz: float) -> StepModel:
     """Time and mean board power of one training step at (batch_size, freq_mhz)."""
     if batch_size < 1:
@@ -320,7 +310,7 @@ def step_model(spec: SimSpec, workload: Workload, batch_size: int, freq_mhz: flo
     dram += spec.dram_energy_j_per_byte * bytes_per_step / t_step
     power = spec.idle_board_w + spec.host_active_w + leakage + dynamic + dram
 
-    needed = memory_needed_bytes(spec, workload, b)
+    needed = workload.training_memory_bytes(b) + spec.workspace_bytes  # + cuDNN's workspace
     return StepModel(
         batch_size=b,
         freq_mhz=float(freq_mhz),

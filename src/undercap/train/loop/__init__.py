@@ -126,10 +126,14 @@ class Trainer:
                 self.data.y_train[:2],
                 self.data.num_classes,
             )
-        from undercap.train.loop.optim import make_optimizer
+        from undercap.train.loop.optim import build_scheduler, build_train_step, make_optimizer
 
-        self.optimizer = make_optimizer(self.model, self.cfg)
-        self.scheduler, self._user_step = self._recipe_parts()
+        recipe, cfg = self.cfg.recipe, self.cfg  # the user's parts where given (None: ours)
+        self.optimizer = make_optimizer(self.model, cfg)
+        self.scheduler = build_scheduler(
+            self.optimizer, recipe, cfg.batch_size, self.data.n_train, cfg.max_samples
+        )
+        self._user_step = None if recipe.train_step is None else build_train_step(recipe.train_step)
         self.scaler = grad_scaler(self.cfg.precision, self.torch_device)
         self._gen = torch.Generator().manual_seed(self.cfg.seed)
         self._perm = self._new_order()
@@ -139,28 +143,12 @@ class Trainer:
         )
         self._pos = 0
         torch.manual_seed(self.cfg.seed)  # dropout etc.
-        x_eval, y_eval = self.data.x_test, self.data.y_test
-        if self.cfg.eval_max_samples is not None:
-            x_eval, y_eval = (
-                x_eval[: self.cfg.eval_max_samples],
-                y_eval[: self.cfg.eval_max_samples],
-            )
+        n_eval = self.cfg.eval_max_samples  # None: the whole split
+        x_eval, y_eval = self.data.x_test[:n_eval], self.data.y_test[:n_eval]
         if self.cfg.eval_channels_last and x_eval.dim() == 4 and x_eval.is_floating_point():
             x_eval = x_eval.contiguous(memory_format=torch.channels_last)
         self._x_eval, self._y_eval = x_eval, y_eval
         self._fold = FoldCache() if self.cfg.eval_fold_bn else None
-
-    def _recipe_parts(self) -> Tuple[Any, Any]:
-        """The user's LR scheduler and training step (None: undercap's)."""
-        recipe = self.cfg.recipe
-        if recipe.is_default:
-            return None, None
-        from undercap.train.loop.optim import build_scheduler, build_train_step
-
-        sched = build_scheduler(
-            self.optimizer, recipe, self.cfg.batch_size, self.data.n_train, self.cfg.max_samples
-        )
-        return sched, None if recipe.train_step is None else build_train_step(recipe.train_step)
 
     def set_batch_size(self, batch_size: int, lr: float) -> None:
         """Continue with another batch size and learning rate, keeping the model, the
@@ -227,15 +215,10 @@ class Trainer:
         if self.scheduler is not None:
             self.scheduler.step()
 
-    def _score(self, pick: Any, stop: Optional[Stop] = None) -> Scored:
-        """The held-out items at `pick` (None: all), scored until `stop`, charged to
-        eval_wall_s."""
+    def _score(self, stop: Optional[Stop] = None) -> Scored:
+        """The held-out items scored until `stop`, charged to eval_wall_s."""
         model = self.model if self._fold is None else self._fold.model_at(self.model, self.steps)
-        x, y = (
-            (self._x_eval, self._y_eval)
-            if pick is None
-            else (self._x_eval[pick], self._y_eval[pick])
-        )
+        x, y = self._x_eval, self._y_eval
         with self._clock.span(self, "eval_wall_s"), autocast(self.cfg.precision, self.torch_device):
             done = score_until(model, x, y, objective=self.objective,
                                batch_size=self.cfg.eval_batch_size, device=self.torch_device,
@@ -244,13 +227,13 @@ class Trainer:
         return done
 
     def evaluate(self) -> EvalPoint:
-        return self._point(self._score(None))
+        return self._point(self._score())
 
     def sequential(self, stop: Stop) -> Tuple[Optional[EvalPoint], Scored]:
         """A sequential evaluation: the split in its batches until `stop` says the
         rest cannot change the verdict (no curve point: None), else the whole split's
         point, as evaluate()'s. Also what it scored."""
-        done = self._score(None, stop)
+        done = self._score(stop)
         return (self._point(done) if done.complete else None), done
 
     def _point(self, done: Scored) -> EvalPoint:

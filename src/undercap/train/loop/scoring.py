@@ -49,14 +49,8 @@ def _top1_hits(logits: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, tor
     return (logits.argmax(dim=-1) == y) & keep, keep
 
 
-def top1_correct(logits: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
-    """Correct top-1 predictions and predictions made (per position for sequences)."""
-    right, keep = _top1_hits(logits, y)
-    return float(right.sum()), int(keep.sum())
-
-
 def top1_items(logits: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """top1_correct per held-out item: its correct predictions and predictions made
+    """Top-1 per held-out item: its correct predictions and predictions made
     (one for a class label, one per scored position of a sequence), on the CPU in
     float64 (their squares are summed; MPS has no float64)."""
     right, keep = _top1_hits(logits, y)
@@ -98,9 +92,11 @@ def _own_or_cross_entropy(out: Any, y: torch.Tensor) -> torch.Tensor:
 
 
 def _top1(out: Any, y: torch.Tensor) -> Tuple[float, int]:
+    """Correct top-1 predictions and predictions made (per position for sequences)."""
     from undercap.models.outputs import logits_of
 
-    return top1_correct(logits_of(out), y)
+    right, keep = _top1_hits(logits_of(out), y)
+    return float(right.sum()), int(keep.sum())
 
 
 def _top1_items(out: Any, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

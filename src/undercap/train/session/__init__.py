@@ -33,13 +33,14 @@ from undercap import defaults
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device, controlled
 from undercap.errors import UndercapError
-from undercap.train.cap import Cap, cap_notes, changes
+from undercap.train.cap import Cap, changes
 from undercap.train.session.follow import CapFollower, Change, Reselector
 from undercap.train.session.guard import (
     STEP_DOWN,
     GuardEvent,
     PowerGuard,
     can_control_clocks,
+    current_freq_mhz,
 )
 from undercap.train.session.meter import Accounts, Meter
 from undercap.train.session.segments import SegmentLog, limit_exceeded, limit_warnings
@@ -47,14 +48,6 @@ from undercap.train.session.segments import SegmentLog, limit_exceeded, limit_wa
 #: what the result's `clocks` says: a lock held, the clocks left as they were because
 #: none was asked for, or left because they may not be changed here
 LOCKED, AS_FOUND, READ_ONLY_AS_FOUND = "locked", "as found", "read-only: clocks as found"
-
-
-def current_freq_mhz(device: Device) -> Optional[float]:
-    """The clock read back, or None where the device cannot say."""
-    try:
-        return float(device.current_freq_mhz())
-    except Exception:
-        return None
 
 
 def say(line: str) -> None:
@@ -102,7 +95,10 @@ class Session:
         self.guard_window_s, self.sample_rate_hz = guard_window_s, sample_rate_hz
         self.acc = Accounts(s.get("accounts"))
         self._events = [GuardEvent.from_dict(e) for e in s.get("guard_events", [])]
-        self.follower = _follower(cap, reselector, s)
+        if changes(cap) and reselector is None:
+            raise UndercapError("a cap that changes needs a reselector (a profile and r(b))")
+        # the follower of a cap that changes re-selects (b, f) at every change
+        self.follower = CapFollower(cap, reselector, s.get("follower")) if changes(cap) else None
         # a fixed cap's segments (kept where the batch changed) or a changing cap's
         # (checkpoints of 0.2.0 kept a changing cap's in the follower's state)
         self.log = SegmentLog(s.get("segments") or s.get("follower"))
@@ -173,17 +169,14 @@ class Session:
             self.clocks = AS_FOUND if control else READ_ONLY_AS_FOUND
             if freq_mhz is not None and not self.notes:
                 now = "" if found is None else f" ({found:g} MHz now)"
-                self._note(
+                self.notes.append(
                     f"{self.device.name} is read-only here: {freq_mhz:g} MHz was chosen on a "
                     f"device with clock control; training at the clocks as found{now}"
                 )
+                say(f"note: {self.notes[-1]}")
             return found
         self.clocks = LOCKED
         return float(self.device.set_freq_mhz(freq_mhz))
-
-    def _note(self, line: str) -> None:
-        self.notes.append(line)
-        say(f"note: {line}")
 
     # --- training work -------------------------------------------------------------
     def pause(self) -> None:
@@ -216,7 +209,7 @@ class Session:
             self._batch_down(event.to_batch_size)  # read-only: the guard's step down
         if self.follower is not None:
             change = self.follower.after_step(
-                self.schedule_s, self.last_step_s, samples, self.energy_so_far_j()
+                self.schedule_s, self.meter.last_step_s, samples, self.energy_so_far_j()
             )
             if change is not None:
                 self._follow(change)
@@ -225,10 +218,6 @@ class Session:
     def add_eval(self, n_items: int, batch_size: int, wall_s: float) -> float:
         """Count an evaluation (meter.py); returns the device seconds counted."""
         return self.meter.add_eval(self.workload, n_items, batch_size, wall_s)
-
-    @property
-    def last_step_s(self) -> float:
-        return self.meter.last_step_s
 
     # --- what the guard and the follower decided ---------------------------------------
     @property
@@ -346,7 +335,8 @@ class Session:
         limit = getattr(self.cap, "limit_w", None)  # a fixed cap's; a schedule names itself
         elapsed = acc["train_time_s"] + acc["pause_time_s"]  # waiting counts to the target
         events = tuple(e.to_dict() for e in self.guard.events)
-        warnings = self.notes + cap_notes(self.cap) + end
+        # the session's notes, what the cap had to say (a live source gone unreadable), the end
+        warnings = self.notes + list(getattr(self.cap, "notes", ())) + end
         warnings += limit_warnings(acc, list(events), limit, self.guard_window_s, segments)
         return {
             "train_time_s": acc["train_time_s"],
@@ -364,17 +354,3 @@ class Session:
             "clocks": self.clocks,
             "warnings": tuple(dict.fromkeys(warnings)),  # each once, in order
         }
-
-
-def _follower(
-    cap: Cap, reselector: Optional[Reselector], saved: Dict[str, Any]
-) -> Optional[CapFollower]:
-    """The follower of a cap that changes (None for a fixed one): it needs a reselector."""
-    if not changes(cap):
-        return None
-    if reselector is None:
-        raise UndercapError(
-            "a cap that changes re-selects (b, f) at every change: it needs a profile and "
-            "r(b) (a reselector)"
-        )
-    return CapFollower(cap, reselector, saved.get("follower"))

@@ -42,11 +42,6 @@ def progress_fraction(
     return sum(s / (relative[b] * n_max) for b, s in samples_by_batch.items() if s)
 
 
-def remaining_samples(p: float, b: int, relative: Dict[int, float], n_max: float) -> float:
-    """Samples still needed at batch size b after a fraction p of the work."""
-    return max(0.0, 1.0 - p) * relative[b] * n_max
-
-
 @dataclass(frozen=True)
 class OperatingPoint:
     """A (b, f) pair a run trains at between two changes of the cap, with the peak
@@ -111,7 +106,11 @@ class Reselector:
                 samples_bmax=n_left,
             )
         except InfeasibleError:
-            if budget is None or not self._any_feasible(limit_w):
+            runs = any(  # some configuration runs under the cap at all
+                r.batch_size in self.relative and (limit_w is None or r.peak_power_w <= limit_w)
+                for r in self.profile.rows
+            )
+            if budget is None or not runs:
                 return None
             # the budget cannot cover what is left: spend as little as possible
             c = choose(self.profile, self.relative, limit_w, objective="energy")  # type: ignore[arg-type]
@@ -125,12 +124,6 @@ class Reselector:
             return lowest_feasible_power_w(self.profile, self.relative)
         except ArtifactError:
             return None
-
-    def _any_feasible(self, limit_w: Optional[float]) -> bool:
-        return any(
-            r.batch_size in self.relative and (limit_w is None or r.peak_power_w <= limit_w)
-            for r in self.profile.rows
-        )
 
 
 def reselector_for(

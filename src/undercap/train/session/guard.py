@@ -34,7 +34,7 @@ A run must never exceed its limit silently. No torch import.
 
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from undercap import defaults
@@ -73,22 +73,22 @@ class GuardEvent:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "GuardEvent":
-        return cls(
-            t_s=float(d["t_s"]),
-            samples=int(d["samples"]),
-            from_mhz=None if d["from_mhz"] is None else float(d["from_mhz"]),
-            to_mhz=None if d["to_mhz"] is None else float(d["to_mhz"]),
-            window_mean_w=float(d["window_mean_w"]),
-            limit_w=float(d["limit_w"]),
-            action=str(d["action"]),
-            window_s=None if d.get("window_s") is None else float(d["window_s"]),
-            from_batch_size=_opt_int(d.get("from_batch_size")),
-            to_batch_size=_opt_int(d.get("to_batch_size")),
-        )
+        """Each field as its type says (an Optional one may be None; one with a
+        default may be missing)."""
+        kw = {}
+        for f in fields(cls):
+            value = d[f.name] if f.default is MISSING else d.get(f.name)
+            types = getattr(f.type, "__args__", (f.type,))  # Optional[X]: (X, NoneType)
+            kw[f.name] = None if value is None and type(None) in types else types[0](value)
+        return cls(**kw)
 
 
-def _opt_int(x: Any) -> Optional[int]:
-    return None if x is None else int(x)
+def current_freq_mhz(device: Device) -> Optional[float]:
+    """The clock read back, or None where the device cannot say."""
+    try:
+        return float(device.current_freq_mhz())
+    except Exception:
+        return None
 
 
 def can_control_clocks(device: Device) -> bool:
@@ -137,14 +137,13 @@ def snap_note(snap: Optional[Dict[str, float]], device_name: str) -> Optional[st
 
 
 class PowerGuard:
-    """Checks the sampler after each training step; see the module docstring.
+    """Checks the sampler after each training step (module docstring).
 
     `check(now_s, train_time_s, samples, batch_size)` is called with the device clock
     (wall on real devices, virtual on simulated ones: the sampler's time base), the
     training time so far, the samples seen and the batch size trained; it returns the
     event it recorded, if any. `ladder`: read-only clocks, the batch sizes it may step
-    down to (empty: halving; None: the batch size cannot change). `finish(...)` judges
-    the rest at the end of the run (module docstring).
+    down to (empty: halving; None: the batch size cannot change).
     """
 
     def __init__(
@@ -193,7 +192,7 @@ class PowerGuard:
             return None
         self.exceeded_windows += 1
         self._since_s = self._checked_s = now_s  # the next decision needs a whole new window
-        current = self._current_mhz()
+        current = current_freq_mhz(self.device)
         if self._control:
             return self._step_down(current, worst_w, train_time_s, samples)
         if self.ladder is not None:
@@ -212,7 +211,8 @@ class PowerGuard:
             self.exceeded_windows += 1
             # read-only: the same excess as during the run (counted); else a new event
             action = EXCEEDED_AT_END if self._control else READ_ONLY
-            event = self._record(self._current_mhz(), worst_w, train_time_s, samples, action)
+            current = current_freq_mhz(self.device)
+            event = self._record(current, worst_w, train_time_s, samples, action)
             if event is not None:
                 notes.append(
                     f"power limit {self.limit_w:g} W exceeded in the run's last "
@@ -241,12 +241,6 @@ class PowerGuard:
         return stats.peak_w if t[-1] - t[0] >= self.window_s - 1e-9 else stats.mean_w
 
     # --- actions -------------------------------------------------------------------
-    def _current_mhz(self) -> Optional[float]:
-        try:
-            return float(self.device.current_freq_mhz())
-        except Exception:
-            return None
-
     def _step_down(
         self, current: Optional[float], mean_w: float, t_s: float, samples: int
     ) -> Optional[GuardEvent]:

@@ -72,10 +72,7 @@ class SegmentLog:
             return None
         stats = session.sampler.stats_between(seg["_device_t0"], session.device.now_s())
         return {
-            "start_s": seg["start_s"],
-            "power_limit_w": seg["power_limit_w"],
-            "batch_size": seg["batch_size"],
-            "freq_mhz": seg["freq_mhz"],
+            **{k: v for k, v in seg.items() if not k.startswith("_")},  # as close() keeps
             "_peak_w": max(seg.get("_peak_w", 0.0), 0.0 if stats is None else stats.peak_w),
             "_energy0": seg["_energy0"] - session.energy_so_far_j(),
             "_samples0": seg["_samples0"] - session.samples,
@@ -127,13 +124,6 @@ def _over(segment: Dict[str, Any]) -> bool:
     return segment.get("batch_size") is not None and None not in (limit, peak) and peak > limit
 
 
-def _over_warning(s: Dict[str, Any]) -> str:
-    return (
-        f"segment {s['start_s']:.3g}-{s['end_s']:.3g} s: robust peak "
-        f"{s['peak_power_w']:.2f} W above its {s['power_limit_w']:g} W limit"
-    )
-
-
 def limit_exceeded(
     acc: Dict[str, Any], limit: Optional[float], segments: Tuple[Dict[str, Any], ...]
 ) -> bool:
@@ -154,7 +144,10 @@ def limit_warnings(
     """What to say about the power limit after a run (a run never exceeds it silently):
     a fixed limit's verdict, and each segment over its own."""
     return _fixed_limit_lines(acc, events, limit, window_s) + [
-        _over_warning(s) for s in segments if _over(s)
+        f"segment {s['start_s']:.3g}-{s['end_s']:.3g} s: robust peak "
+        f"{s['peak_power_w']:.2f} W above its {s['power_limit_w']:g} W limit"
+        for s in segments
+        if _over(s)
     ]
 
 
