@@ -270,7 +270,7 @@ def test_deterministic_op_missing_is_one_error_line() -> None:
 def test_a_selection_made_with_deterministic_trains_deterministic(tmp_path):
     """`run --deterministic` records it in the selection's training block, and `train
     --from-selection` takes it from there (as it takes the seed or the budgets)."""
-    from undercap.artifacts.selection import Selection, save_selection
+    from undercap.artifacts.selection import Selection, load_selection, save_selection
     from undercap.cli import build_parser
     from undercap.cli.train import _resolve
 
@@ -278,7 +278,8 @@ def test_a_selection_made_with_deterministic_trains_deterministic(tmp_path):
         sel = Selection("ours", 32, 900.0, 1e-4, 3.0, 3.5, "small-cnn", "sim", True)
         path = save_selection(tmp_path / "sel.json", dataclasses.replace(sel, training=training))
         base = ["train", "--from-selection", str(path), "--target-accuracy", "0.9"]
-        return _resolve(build_parser().parse_args([*base, *flags])).deterministic
+        args = build_parser().parse_args([*base, *flags])
+        return _resolve(args, load_selection(path)).deterministic
 
     assert resolved({"deterministic": True}) is True
     assert resolved({}) is False and resolved({}, "--deterministic") is True

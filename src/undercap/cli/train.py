@@ -31,6 +31,7 @@ from undercap.cli.common import (
 from undercap.cli.outputs import declare_outputs
 
 if TYPE_CHECKING:  # torch-free until a command runs
+    from undercap.artifacts.selection import Selection
     from undercap.train.session.follow import Reselector
     from undercap.train.spec import RunOptions, TrainSpec
 
@@ -218,14 +219,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _resolve(args: argparse.Namespace) -> "TrainSpec":
+def _resolve(args: argparse.Namespace, sel: "Optional[Selection]") -> "TrainSpec":
     """The run's TrainSpec: the selection's plan (how the run it came from trained) at
     its choice, else the defaults, with every flag given taking precedence."""
-    from undercap.artifacts.selection import load_selection
     from undercap.errors import ArtifactError, UndercapError
     from undercap.train.spec import Plan, TrainSpec
 
-    sel = load_selection(args.from_selection) if args.from_selection else None
     if sel and args.model and sel.model not in (None, args.model):
         raise ArtifactError(
             f"{args.from_selection} was selected for model {sel.model!r}, not {args.model!r}"
@@ -274,18 +273,19 @@ _PLAN_FLAGS = {
 }
 
 
-def _reselector(args: argparse.Namespace, spec: "TrainSpec") -> "Optional[Reselector]":
+def _reselector(
+    args: argparse.Namespace, spec: "TrainSpec", sel: "Optional[Selection]"
+) -> "Optional[Reselector]":
     """A changing cap re-selects (b, f): on the profile and r(b) from the flags, else
     those the selection was made from (None for a fixed cap)."""
     from undercap.artifacts import load_efficiency, load_profile
-    from undercap.artifacts.selection import load_selection, related_artifact
+    from undercap.artifacts.selection import related_artifact
     from undercap.errors import UndercapError
     from undercap.train.cap import changes
     from undercap.train.session.follow import reselector_for
 
     if not changes(spec.cap):
         return None
-    sel = load_selection(args.from_selection) if args.from_selection else None
     paths = {"profile": args.profile, "efficiency": args.efficiency}
     for kind in paths:
         if paths[kind] is None and sel is not None:
@@ -303,6 +303,7 @@ def _reselector(args: argparse.Namespace, spec: "TrainSpec") -> "Optional[Resele
 
 
 def run(args: argparse.Namespace) -> int:
+    from undercap.artifacts.selection import load_selection
     from undercap.artifacts.train_result import save_train_result
     from undercap.cli.common import open_device_from_args, print_json, training_exit_code
     from undercap.cli.train_data import data_spec
@@ -310,10 +311,11 @@ def run(args: argparse.Namespace) -> int:
     from undercap.report.text import train_summary
     from undercap.train import train
 
-    spec = _resolve(args)
-    args.device = _device(args)
+    sel = load_selection(args.from_selection) if args.from_selection else None
+    spec = _resolve(args, sel)
+    args.device = _device(args, sel)
     options = run_options(args)  # a log it cannot write: refused now
-    reselector = _reselector(args, spec)
+    reselector = _reselector(args, spec, sel)
     with open_device_from_args(args, seed=spec.seed) as device:
         _check_freq_flag(args, device)  # before the data loads
         data = load_splits(data_spec(args, spec.model, spec.data))
@@ -329,14 +331,11 @@ def run(args: argparse.Namespace) -> int:
     return training_exit_code(result)
 
 
-def _device(args: argparse.Namespace) -> str:
+def _device(args: argparse.Namespace, sel: "Optional[Selection]") -> str:
     """--device, else the device the selection was made on (a selection made on nvml:0
     trains there again), else the default simulated board."""
-    from undercap.artifacts.selection import load_selection
-
     if args.device is not None:
         return args.device
-    sel = load_selection(args.from_selection) if args.from_selection else None
     if sel is None or not sel.device:
         return defaults.DEVICE
     print(f"device: {sel.device} (the selection's; --device to train elsewhere)", file=sys.stderr)

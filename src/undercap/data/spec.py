@@ -1,6 +1,7 @@
 """Which data to load (`DataSpec`), and loading it as shuffled train/test tensors."""
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
@@ -107,7 +108,7 @@ def describe_slice(spec: DataSpec) -> Dict[str, Any]:
     loading it first makes a slice too small for its classes fail before any run."""
     from undercap.data.slices import pct
 
-    s = load_splits(spec)
+    n_train, n_held_out = _slice_sizes(spec)
     return {
         "of": spec.dataset,
         "fraction": spec.slice_fraction,
@@ -115,6 +116,14 @@ def describe_slice(spec: DataSpec) -> Dict[str, Any]:
         "seed": spec.slice_seed,
         "split_seed": spec.seed,  # the dataset's own split: the slice is of its training part
         "limit": spec.limit,
-        "train_items": int(s.n_train),
-        "held_out_items": int(s.n_test),
+        "train_items": n_train,
+        "held_out_items": n_held_out,
     }
+
+
+@functools.lru_cache(maxsize=8)
+def _slice_sizes(spec: DataSpec) -> Tuple[int, int]:
+    """Loaded once a process: `run` checks its slices before profiling and describes
+    them again for the estimate's artifact."""
+    s = load_splits(spec)
+    return int(s.n_train), int(s.n_test)

@@ -54,6 +54,7 @@ from undercap.recipes.common import (
     with_pretrained,
 )
 from undercap.recipes.profiling import check_feasible
+from undercap.report.text import in_precision
 from undercap.select.pooling import as_set, pooled_efficiency
 
 #: (batch_size, freq_mhz, seed, power_limit_w, precision) -> the run (method fields
@@ -209,7 +210,7 @@ def train_all(
                 None,
             )
             if prior is None:
-                mixed = "" if c.precision == "fp32" else f" in {c.precision}"
+                mixed = in_precision(c.precision)
                 log(
                     f"run {here}: batch size {c.batch_size} at {c.freq_mhz:g} MHz{mixed}, seed {seed}"
                 )

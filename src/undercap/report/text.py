@@ -89,7 +89,7 @@ def _rule(eff: Efficiency) -> str:
     return "" if how == "absolute" else f": {how}"
 
 
-def _in(precision: str) -> str:
+def in_precision(precision: str) -> str:
     """ " in bf16" for mixed precision; nothing for fp32 (as before precisions)."""
     return "" if precision == "fp32" else f" in {precision}"
 
@@ -108,7 +108,7 @@ def selection_summary(res: Dict[str, Any]) -> str:
     lines = [
         f"{res['model']} on {res['device']}{sim}, power limit {_limit(res['power_limit_w'])}",
         f"  choice: batch size {res['batch_size']} at {res['freq_mhz']:g} MHz"
-        f"{_in(res.get('precision', 'fp32'))} ({rule})",
+        f"{in_precision(res.get('precision', 'fp32'))} ({rule})",
         f"    time per sample {_ms(res['time_per_sample_s'])}; samples to target "
         f"{res['relative_samples']:.3g}x those of the largest batch (t*r {_ms(t_r)})",
         f"    peak power {res['peak_power_w']:.2f} W of {_limit(res['power_limit_w'])}"
@@ -174,7 +174,7 @@ def train_summary(r: TrainResult) -> List[str]:
     if r.clocks and r.clocks != "locked":
         freq += f" ({r.clocks})"
     lines = [
-        f"{r.model} on {r.dataset}, batch {r.batch_size}{_in(r.precision)}, "
+        f"{r.model} on {r.dataset}, batch {r.batch_size}{in_precision(r.precision)}, "
         f"{r.device.get('name', '?')} at {freq}" + (" [simulated]" if r.simulated else ""),
         f"time to {r.target_accuracy:.1%}: {tta} ({clock})",
         (f"samples: {r.samples_to_target} to target, " if r.reached else "samples: ")
@@ -291,7 +291,7 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
         f"{eff.target_accuracy:.3f}{_rule(eff)}); excluded batch sizes: {excluded or 'none'}",
         f"- profile: {len(profile.rows)} configurations ({profile.mode} sweep)",
         f"- selected: batch size {selection.batch_size} at {selection.freq_mhz:g} MHz"
-        f"{_in(selection.precision)}"
+        f"{in_precision(selection.precision)}"
         f"{' (observed: read-only, clocks as found)' if selection.clock == 'observed' else ''} "
         f"(profiled {selection.time_per_sample_s * 1e6:.1f} us/sample, peak "
         f"{selection.peak_power_w:.2f} W, r(b) = {r:.3f})",
