@@ -11,7 +11,8 @@ from undercap.artifacts import Profile, ProfileRow
 from undercap.artifacts.comparison import ChoiceRecord, RunRecord, summarize, summary_for
 from undercap.recipes.baselines import safe_frequencies
 from undercap.recipes.common import TrainingSetup
-from undercap.recipes.compare import CompareConfig, _reusable, choose_all, run_comparison, train_all
+from undercap.recipes.compare import CompareConfig, choose_all, run_comparison
+from undercap.recipes.device_runs import _reusable, train_all
 
 FREQS = (100.0, 200.0, 300.0)
 

@@ -13,8 +13,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "undercap"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
-#: argparse registration is one flat list of options; it may be long
-LONG_OK = {"register", "add_device_args"}
+#: argparse registration is one flat list of options; it may be long. So may capped(),
+#: the documented entry point of users' loops: 25 keywords and their docstring come to 42
+#: lines before its 28 of code (packing its calls with `fmt: skip` to fit hid that)
+LONG_OK = {"register", "add_device_args", "capped"}
 
 
 def _modules() -> Dict[str, Path]:

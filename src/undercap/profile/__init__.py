@@ -66,8 +66,9 @@ def run_profile(
 ) -> Profile:
     """Profile `model_name` on `device` in `precision` (fp32, or fp16/bf16 mixed
     precision: rows carry it; profile_precisions measures several). With a power
-    limit the efficient sweep is used unless `efficient=False`; `relative` (r(b)) lets it skip batch sizes that
-    cannot win, and `margin_w` replaces the measured margins in its feasibility test.
+    limit the efficient sweep is used unless `efficient=False`; `relative` (r(b)) lets
+    it skip batch sizes that cannot win, and `margin_w` replaces the measured margins in
+    its feasibility test.
     Rows of `prior` (same device and model) are reused, not measured again, and its
     cost is added. Read-only devices are measured at their current clock only.
     `task` names your own model's task where it cannot be inferred: "classification",
@@ -79,12 +80,11 @@ def run_profile(
     if efficient and power_limit_w is None:
         raise UndercapError("the efficient sweep needs --power-limit")
     wall0 = time.monotonic()
-    stepper = _stepper(device, model_name, shape, num_classes, settings.seed, task, precision,
-                       torch_device)  # fmt: skip
-    desc = f"profile {model_name} on {device.name}" + (
-        "" if precision == "fp32" else f" {precision}"
+    stepper = _stepper(
+        device, model_name, shape, num_classes, settings.seed, task, precision, torch_device
     )
-    bar = progress_bar(progress, desc=desc, unit="cfg")
+    mixed = "" if precision == "fp32" else f" {precision}"
+    bar = progress_bar(progress, desc=f"profile {model_name} on {device.name}{mixed}", unit="cfg")
     prior_rows = _prior_rows(prior, device, model_name, precision)
     run = Measurer(device, stepper, settings, bar.update, prior_rows)
     energy0, dev_t0 = device.energy_j(), device.now_s()
@@ -99,7 +99,7 @@ def run_profile(
             for b, i in full_plan(fitting, len(freqs)):  # freqs ascending, or [None]
                 run.measure(b, freqs[i])
     bar.close()
-    rows = [dataclasses.replace(r, precision=precision) for r in _rows(run, fitting, model_name, device.name)]  # fmt: skip
+    rows = _rows(run, fitting, model_name, device.name, precision)
     spent = (device.now_s() - dev_t0, _energy(device, whole, energy0), time.monotonic() - wall0)
     cost = _cost(run, rows, fitting, freqs, spent, outcome, prior)
     mode = "efficient" if outcome is not None else ("read-only" if not run.can_control else "full")
@@ -107,8 +107,16 @@ def run_profile(
     return _artifact(run, rows, model_name, shape, mode, power_limit_w, cost, sweep)
 
 
-def _stepper(device: Device, model: str, shape: Tuple[int, ...], num_classes: int, seed: int,
-             task: Optional[str], precision: str, torch_device: str) -> Stepper:  # fmt: skip
+def _stepper(
+    device: Device,
+    model: str,
+    shape: Tuple[int, ...],
+    num_classes: int,
+    seed: int,
+    task: Optional[str],
+    precision: str,
+    torch_device: str,
+) -> Stepper:
     """The host's steps of `model` in `precision`, checked to be one the device runs."""
     from undercap.train.loop import resolve_torch_device
     from undercap.train.loop.precision import check_precision
@@ -173,11 +181,13 @@ def _prior_rows(
     return {(r.batch_size, r.freq_mhz): r for r in prior.rows if r.precision == precision}
 
 
-def _rows(run: Measurer, fitting: List[int], model: str, device: str) -> List[ProfileRow]:
+def _rows(
+    run: Measurer, fitting: List[int], model: str, device: str, precision: str
+) -> List[ProfileRow]:
     rows = [r for k, r in run.rows.items() if k[0] in fitting]
     if not rows:
         raise UndercapError(f"no batch size fits {model} on {device}; try smaller --batch-sizes")
-    return rows
+    return [dataclasses.replace(r, precision=precision) for r in rows]
 
 
 def _energy(device: Device, whole: PowerSampler, energy0: Optional[float]) -> float:

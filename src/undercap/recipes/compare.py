@@ -22,19 +22,17 @@ would produce, so it is reused and recorded as shared (RunRecord.shared_from).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.comparison import (
     ChoiceRecord,
     Comparison,
-    RunRecord,
     limit_label,
     limit_sort_key,
 )
@@ -53,13 +51,9 @@ from undercap.recipes.common import (
     stderr_log,
     with_pretrained,
 )
+from undercap.recipes.device_runs import TrainFn, train_all
 from undercap.recipes.profiling import check_feasible
-from undercap.report.text import in_precision
 from undercap.select.pooling import as_set, pooled_efficiency
-
-#: (batch_size, freq_mhz, seed, power_limit_w, precision) -> the run (method fields
-#: filled later)
-TrainFn = Callable[[int, float, int, Optional[float], str], RunRecord]
 
 
 @dataclass(frozen=True)
@@ -175,62 +169,6 @@ def _choice_record(c: Any, safe: Optional[float]) -> ChoiceRecord:
     return ChoiceRecord(**{k: v for k, v in c.to_dict().items() if k in fields}, safe_freq_mhz=safe)
 
 
-def _reusable(trained_limit: Optional[float], run: RunRecord, limit: Optional[float]) -> bool:
-    """Is a run trained under `trained_limit` the run `limit` would give? Yes for the
-    same limit; and if the guard never acted under a limit at most as tight, because
-    then its window means never passed `trained_limit` <= `limit` either."""
-    if trained_limit == limit:
-        return True
-    if run.guard_events:
-        return False
-    return trained_limit is not None and (limit is None or trained_limit <= limit)
-
-
-def train_all(
-    choices: Sequence[ChoiceRecord],
-    seeds: Sequence[int],
-    train_fn: TrainFn,
-    *,
-    log: Log = stderr_log,
-) -> list[RunRecord]:
-    """Train every (choice, seed), tight limits first, reusing identical runs."""
-    done: dict[tuple[int, float, int, str], list[tuple[Optional[float], str, RunRecord]]] = {}
-    runs: list[RunRecord] = []
-    ordered = sorted(choices, key=lambda c: limit_sort_key(c.power_limit_w))
-    for c in ordered:
-        here = f"{c.method}@{limit_label(c.power_limit_w)}"
-        for seed in seeds:
-            key = (c.batch_size, c.freq_mhz, seed, c.precision)
-            prior = next(
-                (
-                    (name, run)
-                    for lim, name, run in done.get(key, [])
-                    if _reusable(lim, run, c.power_limit_w)
-                ),
-                None,
-            )
-            if prior is None:
-                mixed = in_precision(c.precision)
-                log(
-                    f"run {here}: batch size {c.batch_size} at {c.freq_mhz:g} MHz{mixed}, seed {seed}"
-                )
-                run = train_fn(c.batch_size, c.freq_mhz, seed, c.power_limit_w, c.precision)
-                done.setdefault(key, []).append((c.power_limit_w, here, run))
-                shared_from = None
-            else:
-                shared_from, run = prior
-            runs.append(
-                dataclasses.replace(
-                    run,
-                    method=c.method,
-                    power_limit_w=c.power_limit_w,
-                    seed=seed,
-                    shared_from=shared_from,
-                )
-            )
-    return runs
-
-
 # --- the whole comparison ----------------------------------------------------------------
 def run_comparison(
     cfg: CompareConfig,
@@ -248,27 +186,24 @@ def run_comparison(
     t0 = time.monotonic()
     profile, safe, simulated = _device_side(cfg, cache, progress, log)
     save_profile(out / "profile.json", profile)
-    setup = with_pretrained(
-        cfg.setup,
-        cfg.pretrain_source,
-        max_samples=cfg.pretrain_samples,
-        cache=cache,
-        progress=progress,
-        log=log,
-    )
-    eff_proxy, eff_target = _estimates(cfg, setup, cache, progress, log)
+    setup, eff_proxy, eff_target = _estimates(cfg, cache, progress, log)
     save_efficiency_set(out / "efficiency-proxy.json", as_set(eff_proxy))  # several: a set
     save_efficiency(out / "efficiency-target.json", eff_target)
     _save_selections(out, profile, eff_proxy, cfg, safe)
     rel = (eff_proxy.relative, eff_target.relative)
-    choices = choose_all(profile, *rel, cfg.power_limits_w, safe, cfg.power_margin_w,
-                         cfg.precision, cfg.baseline_precision)  # fmt: skip
+    choices = choose_all(
+        profile,
+        *rel,
+        cfg.power_limits_w,
+        safe,
+        cfg.power_margin_w,
+        cfg.precision,
+        cfg.baseline_precision,
+    )
     if train_fn is None:
-        from undercap.recipes.device_runs import DeviceTrainer
-
-        train_fn = DeviceTrainer(cfg.device, cfg.model, cfg.target, setup, eff_target.target_accuracy,
-                                 cache, dict(cfg.device_options), progress, log)  # fmt: skip
-        train_fn.clock = profile.clock  # read-only: the profile's clock is never locked
+        train_fn = _device_trainer(
+            cfg, setup, eff_target.target_accuracy, cache, profile, progress, log
+        )
     runs = train_all(choices, cfg.seeds, train_fn, log=log)
     comparison = Comparison(
         device=cfg.device,
@@ -291,6 +226,33 @@ def run_comparison(
     return comparison
 
 
+def _device_trainer(
+    cfg: CompareConfig,
+    setup: TrainingSetup,
+    target_accuracy: float,
+    cache: Cache,
+    profile: Profile,
+    progress: bool,
+    log: Log,
+) -> TrainFn:
+    """The comparison's runs on the device itself, each cached."""
+    from undercap.recipes.device_runs import DeviceTrainer
+
+    trainer = DeviceTrainer(
+        cfg.device,
+        cfg.model,
+        cfg.target,
+        setup,
+        target_accuracy,
+        cache,
+        dict(cfg.device_options),
+        progress,
+        log,
+    )
+    trainer.clock = profile.clock  # read-only: the profile's clock is never locked
+    return trainer
+
+
 def _device_side(
     cfg: CompareConfig, cache: Cache, progress: bool, log: Log
 ) -> tuple[Profile, dict[Optional[float], float], bool]:
@@ -303,9 +265,14 @@ def _device_side(
         check_feasible(profile, cfg.power_limits_w, cfg.power_margin_w)
         base = profile.in_precision(cfg.baseline_precision)
         profiles = safe_profiles(
-            device, base, cache=cache, given=cfg.safe_profiles, progress=progress, log=log,
+            device,
+            base,
+            cache=cache,
+            given=cfg.safe_profiles,
+            progress=progress,
+            log=log,
             precision=cfg.baseline_precision,
-        )  # fmt: skip
+        )
         safe = safe_frequencies(profiles, cfg.power_limits_w, cfg.power_margin_w, own=base)
         return profile, safe, device.is_simulated
 
@@ -325,9 +292,13 @@ def _save_selections(
     for lim in cfg.power_limits_w:
         name = "none" if lim is None else f"{lim:g}W"
         sel = ensemble_selection(
-            profile, eff_proxy, lim, safe_freq_mhz=safe[lim], margin_w=cfg.power_margin_w,
+            profile,
+            eff_proxy,
+            lim,
+            safe_freq_mhz=safe[lim],
+            margin_w=cfg.power_margin_w,
             precision=cfg.precision,
-        )  # fmt: skip
+        )
         save_selection(out / f"selection-{name}.json", sel)
 
 
@@ -348,8 +319,18 @@ def scenario_profile(
 
 
 def _estimates(
-    cfg: CompareConfig, setup: TrainingSetup, cache: Cache, progress: bool, log: Log
-) -> tuple[Any, Any]:
+    cfg: CompareConfig, cache: Cache, progress: bool, log: Log
+) -> tuple[TrainingSetup, Any, Any]:
+    """The pre-trained start every run shares, and r(b) from it on the proxies (their
+    median) and on the target (the oracle's)."""
+    setup = with_pretrained(
+        cfg.setup,
+        cfg.pretrain_source,
+        max_samples=cfg.pretrain_samples,
+        cache=cache,
+        progress=progress,
+        log=log,
+    )
     seeds = cfg.estimate_seeds or cfg.seeds
     proxy_acc = cfg.proxy_accuracy if cfg.proxy_accuracy is not None else cfg.target_accuracy
     common = {"seeds": seeds, "cache": cache, "progress": progress, "log": log, "role": "proxy"}
@@ -368,7 +349,7 @@ def _estimates(
         target_fraction=cfg.target_fraction,
         **dict(common, role="target"),
     )
-    return eff_proxy, eff_target
+    return setup, eff_proxy, eff_target
 
 
 def _settings(

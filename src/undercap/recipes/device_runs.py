@@ -1,4 +1,4 @@
-"""Training one configuration on the device for the comparison, with a run cache.
+"""Training the comparison's configurations on the device, with a run cache.
 
 Each (batch size, frequency, seed, power limit) is trained by train.train_on_device
 on a freshly opened device (seed = the run's seed, so a simulated device's sensor
@@ -12,19 +12,25 @@ comparison reuses finished runs instead of training them again.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from undercap import __version__
 from undercap.artifacts.cache import Cache
-from undercap.artifacts.comparison import RunRecord
+from undercap.artifacts.comparison import ChoiceRecord, RunRecord, limit_label, limit_sort_key
 from undercap.artifacts.io import file_sha256
 from undercap.artifacts.train_result import TrainResult
 from undercap.data.spec import DataSpec
 from undercap.errors import ArtifactError
 from undercap.models.user import code_digest
 from undercap.recipes.common import Log, TrainingSetup, stderr_log
+from undercap.report.text import in_precision
 from undercap.train.cap import FixedCap
+
+#: (batch_size, freq_mhz, seed, power_limit_w, precision) -> the run (method fields
+#: filled later)
+TrainFn = Callable[[int, float, int, Optional[float], str], RunRecord]
 
 
 def run_record(result: TrainResult, *, seed: int) -> RunRecord:
@@ -145,3 +151,59 @@ class DeviceTrainer:
         )
         with open_device(self.device_name, seed=seed, **self.device_options) as device:
             return train(device, spec, self.splits(), RunOptions(progress=self.progress))
+
+
+def _reusable(trained_limit: Optional[float], run: RunRecord, limit: Optional[float]) -> bool:
+    """Is a run trained under `trained_limit` the run `limit` would give? Yes for the
+    same limit; and if the guard never acted under a limit at most as tight, because
+    then its window means never passed `trained_limit` <= `limit` either."""
+    if trained_limit == limit:
+        return True
+    if run.guard_events:
+        return False
+    return trained_limit is not None and (limit is None or trained_limit <= limit)
+
+
+def train_all(
+    choices: Sequence[ChoiceRecord],
+    seeds: Sequence[int],
+    train_fn: TrainFn,
+    *,
+    log: Log = stderr_log,
+) -> list[RunRecord]:
+    """Train every (choice, seed), tight limits first, reusing identical runs."""
+    done: dict[tuple[int, float, int, str], list[tuple[Optional[float], str, RunRecord]]] = {}
+    runs: list[RunRecord] = []
+    ordered = sorted(choices, key=lambda c: limit_sort_key(c.power_limit_w))
+    for c in ordered:
+        here = f"{c.method}@{limit_label(c.power_limit_w)}"
+        for seed in seeds:
+            key = (c.batch_size, c.freq_mhz, seed, c.precision)
+            prior = next(
+                (
+                    (name, run)
+                    for lim, name, run in done.get(key, [])
+                    if _reusable(lim, run, c.power_limit_w)
+                ),
+                None,
+            )
+            if prior is None:
+                mixed = in_precision(c.precision)
+                log(
+                    f"run {here}: batch size {c.batch_size} at {c.freq_mhz:g} MHz{mixed}, seed {seed}"
+                )
+                run = train_fn(c.batch_size, c.freq_mhz, seed, c.power_limit_w, c.precision)
+                done.setdefault(key, []).append((c.power_limit_w, here, run))
+                shared_from = None
+            else:
+                shared_from, run = prior
+            runs.append(
+                dataclasses.replace(
+                    run,
+                    method=c.method,
+                    power_limit_w=c.power_limit_w,
+                    seed=seed,
+                    shared_from=shared_from,
+                )
+            )
+    return runs

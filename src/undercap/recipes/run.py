@@ -201,7 +201,9 @@ def run(
     eff = run_efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
     profile = complete(ask, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
     selection = _selection(cfg, setup, profile, eff, limit)
-    device_run = _DeviceRun.of(cfg, setup.torch_device, profile.in_precision(selection.precision), eff)  # fmt: skip
+    device_run = _DeviceRun.of(
+        cfg, setup.torch_device, profile.in_precision(selection.precision), eff
+    )
     device_run.check(selection, out)  # another run's training there: refused, nothing written
     save_efficiency_set(out / "efficiency.json", as_set(eff))  # one proxy: efficiency/1
     save_profile(out / "profile.json", profile)
@@ -270,8 +272,9 @@ class _DeviceRun:
                 objective=cfg.objective,
                 energy_budget_j=cfg.energy_budget_j,
             )
-        return cls(cfg.device, cfg.device_options, cfg.seed, cfg.target, cfg.cap, torch_device,
-                   reselector)  # fmt: skip
+        return cls(
+            cfg.device, cfg.device_options, cfg.seed, cfg.target, cfg.cap, torch_device, reselector
+        )
 
     def __call__(self, selection: Selection, folder: Path, progress: bool) -> TrainResult:
         from undercap.devices import open_device

@@ -306,12 +306,22 @@ def capped(
     the profile's): the choice is made in it, and a simulated device charges its rate."""
     reject_removed(removed, "capped")
     spec, reselector = chosen(
-        selection, batch_size=batch_size, max_batch_size=max_batch_size, freq_mhz=freq_mhz,
-        power_limit_w=power_limit_w, profile=profile, relative=relative, proxies=proxies,
-        target_accuracy=target_accuracy, guard_window_s=guard_window_s, objective=objective,
-        energy_budget_j=energy_budget_j, samples_bmax=samples_bmax, power_schedule=power_schedule,
+        selection,
+        batch_size=batch_size,
+        max_batch_size=max_batch_size,
+        freq_mhz=freq_mhz,
+        power_limit_w=power_limit_w,
+        profile=profile,
+        relative=relative,
+        proxies=proxies,
+        target_accuracy=target_accuracy,
+        guard_window_s=guard_window_s,
+        objective=objective,
+        energy_budget_j=energy_budget_j,
+        samples_bmax=samples_bmax,
+        power_schedule=power_schedule,
         precision=precision,
-    )  # fmt: skip
+    )
     fits = _fitting(device, workload, model, input_shape, task, spec.batch_size, spec.precision)
     return Capped(
         device,
@@ -324,8 +334,15 @@ def capped(
     )
 
 
-def _fitting(device: Device, workload: Any, model: Any, input_shape: Any, task: Any,
-             batch_size: int, precision: str = "fp32") -> Any:  # fmt: skip
+def _fitting(
+    device: Device,
+    workload: Any,
+    model: Any,
+    input_shape: Any,
+    task: Any,
+    batch_size: int,
+    precision: str = "fp32",
+) -> Any:
     """The workload a simulated device charges (counted from `model` in `precision`
     if not given), fitting its memory at `batch_size`, in a precision it runs."""
     from undercap.train.loop.precision import check_precision

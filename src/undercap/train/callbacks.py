@@ -92,11 +92,18 @@ class CapDriver:
 
             kw = dict(self.kwargs)
             m = self._model if self._model is not None else model
-            fits = _fitting(self.device, kw.pop("workload", None), m, self.input_shape,
-                            self.task, self.spec.batch_size)  # fmt: skip
+            fits = _fitting(
+                self.device,
+                kw.pop("workload", None),
+                m,
+                self.input_shape,
+                self.task,
+                self.spec.batch_size,
+            )
             log = EvalLog.open(kw.pop("eval_log", None), kw.pop("tensorboard_dir", None))
-            self.cap = Capped(self.device, self.spec, fits, reselector=self._reselector,
-                              eval_log=log, **kw)  # fmt: skip
+            self.cap = Capped(
+                self.device, self.spec, fits, reselector=self._reselector, eval_log=log, **kw
+            )
 
     def begin(self, model: Any = None) -> None:
         self.attach(model)

@@ -164,9 +164,11 @@ class _Driver:
         self.handle, self.prep, self.options, self.kept = handle, prep, options, kept
         self.trainer = trainer = prep.trainer
         self.bar = sample_bar(
-            prep.spec.max_samples, f"train b={prep.spec.batch_size}", options.progress,
+            prep.spec.max_samples,
+            f"train b={prep.spec.batch_size}",
+            options.progress,
             trainer.samples,
-        )  # fmt: skip
+        )
         self._eval_t0 = time.perf_counter()  # host clock when the pending evaluation began
         self._switch(handle.batch_size)  # a changing cap chose the first configuration
         trainer.on_step, trainer.on_eval = self.on_step, self.on_eval
@@ -310,11 +312,18 @@ class _Prepared:
                 "whose clocks and power were managed"
             )
         return cls(
-            spec, device, data.name, trainer,
+            spec,
+            device,
+            data.name,
+            trainer,
             workload_of(model, spec.model, data.input_shape, data.task, spec.precision),
             torch.cuda.synchronize if tdev.startswith("cuda") else None,
-            identity, device.info().to_dict(), init, tdev, warnings,
-        )  # fmt: skip
+            identity,
+            device.info().to_dict(),
+            init,
+            tdev,
+            warnings,
+        )
 
     def result(
         self,

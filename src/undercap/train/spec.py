@@ -49,10 +49,8 @@ class _Run:
 
 @dataclass(frozen=True)
 class Plan(UserCode, _Run):
-    """How a run trains: made once, written into the selection as its `training`
-    block, read back whole (`from_selection`), and the loop's settings are made from it
-    exactly as the r(b) estimate's are, so N(b) on the proxy and the device run are one
-    procedure (paper Sec. 4.2).
+    """How a run trains: made once, read back whole from the selection's `training`
+    block (`from_selection`); the loop is set from it as the r(b) estimate is (Sec. 4.2).
 
     Args:
         model: Built-in model name or your factory (`path/to/file.py:build`); None in
@@ -326,13 +324,7 @@ def chosen(
     cap = cap_from(power_limit_w, power_schedule)
     mine = {"model": None, "target_accuracy": target_accuracy, "guard_window_s": guard_window_s}
     if isinstance(selection, TrainSpec):
-        given = (batch_size, freq_mhz, max_batch_size, target_accuracy)
-        if cap != NO_CAP or given != (None, None, None, None):
-            raise UndercapError(
-                "capped(): a TrainSpec states the batch size, clock, cap and target; "
-                "give them in it, not as keywords too"
-            )
-        spec = selection
+        spec = _as_given(selection, cap, batch_size, freq_mhz, max_batch_size, target_accuracy)
     elif selection is not None:
         sel = selection if isinstance(selection, Selection) else load_selection(selection)
         spec = TrainSpec.from_selection(sel, cap=None if cap == NO_CAP else cap)
@@ -347,10 +339,23 @@ def chosen(
         )
     else:
         spec = TrainSpec(
-            batch_size=batch_size, freq_mhz=freq_mhz, cap=cap, max_batch_size=max_batch_size,
-            precision=precision or defaults.PRECISION, **mine,
-        )  # fmt: skip
+            batch_size=batch_size,
+            freq_mhz=freq_mhz,
+            cap=cap,
+            max_batch_size=max_batch_size,
+            precision=precision or defaults.PRECISION,
+            **mine,
+        )
     return spec, reselector_from(spec.cap, profile, relative, obj, spec.precision)
+
+
+def _as_given(spec: TrainSpec, cap: Cap, *keywords: Any) -> TrainSpec:
+    if cap != NO_CAP or any(k is not None for k in keywords):
+        raise UndercapError(
+            "capped(): a TrainSpec states the batch size, clock, cap and target; "
+            "give them in it, not as keywords too"
+        )
+    return spec
 
 
 def warn_precision(chosen: str, trained: Optional[str], loop: str = "the loop") -> None:

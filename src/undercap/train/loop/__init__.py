@@ -220,9 +220,15 @@ class Trainer:
         model = self.model if self._fold is None else self._fold.model_at(self.model, self.steps)
         x, y = self._x_eval, self._y_eval
         with self._clock.span(self, "eval_wall_s"), autocast(self.cfg.precision, self.torch_device):
-            done = score_until(model, x, y, objective=self.objective,
-                               batch_size=self.cfg.eval_batch_size, device=self.torch_device,
-                               stop=stop)  # fmt: skip
+            done = score_until(
+                model,
+                x,
+                y,
+                objective=self.objective,
+                batch_size=self.cfg.eval_batch_size,
+                device=self.torch_device,
+                stop=stop,
+            )
         self._clock.settle(self)  # the evaluation read its sums: the GPU is done
         return done
 
