@@ -15,11 +15,14 @@
             cap.report(accuracy)          # done once the target is reached
     print(cap.result())
 
-What it runs at, `capped()` says (a selection: an artifact or its path, which `undercap
-select --json`, `run` or `compare` wrote). Entering locks the frequency (restored on
-every exit path, Ctrl-C and SIGTERM included), samples power and runs the guard. A
-simulated device needs the model and its input shape (or a Workload) to run its clock;
-real devices measure the work itself.
+The configuration comes from a selection (an artifact or its path: `undercap select
+--json`, `run` or `compare` wrote it), or is chosen here from a power limit, a profile
+and r(b) (Algorithm 1), or is given as a batch size and a frequency (`capped()` says
+which). `cap.lr(base_lr)` scales a learning rate from the largest batch of the estimate
+by sqrt(b / b_max), as undercap's own training does (Sec. 4.2). Entering locks the
+frequency (restored on every exit path, Ctrl-C and SIGTERM included), samples power and
+runs the guard. A simulated device needs the model and its input shape (or a Workload)
+to run its clock; real devices measure the work itself.
 
 `Capped`, the handle, is what every loop trains with: undercap's own (train/runner.py)
 drives one exactly as a loop of yours does, and it is the one place a device session

@@ -96,7 +96,10 @@ class Session:
         self.acc = Accounts(s.get("accounts"))
         self._events = [GuardEvent.from_dict(e) for e in s.get("guard_events", [])]
         if changes(cap) and reselector is None:
-            raise UndercapError("a cap that changes needs a reselector (a profile and r(b))")
+            raise UndercapError(
+                "a cap that changes re-selects (b, f) at every change: it needs a profile and "
+                "r(b) (a reselector)"
+            )
         # the follower of a cap that changes re-selects (b, f) at every change
         self.follower = CapFollower(cap, reselector, s.get("follower")) if changes(cap) else None
         # a fixed cap's segments (kept where the batch changed) or a changing cap's

@@ -34,11 +34,12 @@ A run must never exceed its limit silently. No torch import.
 
 import math
 import sys
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from undercap import defaults
 from undercap._compat import Protocol
+from undercap.artifacts.io import from_fields
 from undercap.devices.base import SNAP_TOLERANCE_MHZ, Device
 from undercap.devices.sampler import summarize
 from undercap.errors import CapExceededError, DevicePermissionError
@@ -73,14 +74,7 @@ class GuardEvent:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "GuardEvent":
-        """Each field as its type says (an Optional one may be None; one with a
-        default may be missing)."""
-        kw = {}
-        for f in fields(cls):
-            value = d[f.name] if f.default is MISSING else d.get(f.name)
-            types = getattr(f.type, "__args__", (f.type,))  # Optional[X]: (X, NoneType)
-            kw[f.name] = None if value is None and type(None) in types else types[0](value)
-        return cls(**kw)
+        return from_fields(cls, d)
 
 
 def current_freq_mhz(device: Device) -> Optional[float]:
