@@ -98,3 +98,25 @@ def test_api_page_python_example_runs(tmp_path, monkeypatch) -> None:
     for code in api:
         exec(compile(code, "api.md", "exec"), {"__name__": "docs"})
     assert (tmp_path / "profile.json").is_file()
+
+
+def _documented_columns(section: str) -> list[str]:
+    """The backticked names in the first cell of each table row of a formats section."""
+    names = []
+    for first in _table_rows(section):
+        names += re.findall(r"`([a-z0-9_]+)`", first)
+    return names
+
+
+def test_formats_page_names_every_comparison_csv_column_in_order() -> None:
+    # the columns come from the records' fields: a new field is a new column, and it
+    # must be documented (in the order the file has it) before it ships
+    from undercap.report.compare_csv import RUN_COLUMNS, SUMMARY_COLUMNS
+
+    text = (DOCS / "reference" / "formats.md").read_text()
+    section = text[text.index("## Comparison CSVs") :]
+    lead, runs, summary = section.split("goes on with")
+    lead_cols = _documented_columns(lead)
+    assert lead_cols == list(RUN_COLUMNS[: len(lead_cols)])
+    assert lead_cols + _documented_columns(runs) == list(RUN_COLUMNS)
+    assert lead_cols + _documented_columns(summary) == list(SUMMARY_COLUMNS)
