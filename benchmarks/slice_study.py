@@ -356,7 +356,7 @@ def write_all(mods: list[Modality], args: argparse.Namespace, command: str, star
         "# r(b) from a slice of the target's own training split",
         "",
         "```bash",
-        command,
+        *_commands(args, command),
         "```",
         "",
         f"Machine: {machine()} (shared with other work: wall times are upper bounds). "
@@ -387,8 +387,10 @@ def write_all(mods: list[Modality], args: argparse.Namespace, command: str, star
         if rows:
             H.write_csv(args.out / f"{m.mod.name}-slice-cells.csv", rows)
         done = sorted({(t, SC.pct(f), s) for (t, f, s) in m.slices})
+        total = len(m.targets) * len(args.plan)
+        which = f" ({stored(done)})" if len(done) < total else ""
         md += [f"## {m.mod.name}: {m.mod.model}; targets {', '.join(m.targets)}", "",
-               f"Slice estimates done: {len(done)} of {len(m.targets) * len(args.plan)}.", ""]  # fmt: skip
+               f"Slice estimates done: {len(done)} of {total}{which}.", ""]  # fmt: skip
         if not rows:
             continue
         md += ["Off-diagonal cells over every device, limit (and slice seed):", "",
@@ -416,6 +418,26 @@ def write_all(mods: list[Modality], args: argparse.Namespace, command: str, star
     text = "\n".join(md) + "\n"
     H.write_text(args.out / "study.md", text)
     return text
+
+
+def _commands(args: argparse.Namespace, command: str) -> list[str]:
+    """The command that made these tables; from stored estimates, the training one
+    before it (resumable: it trains only what is not cached)."""
+    if args.estimates_from is None:
+        return [command]
+    train = f".venv/bin/python benchmarks/slice_study.py --modalities {args.modalities} --jobs 2"
+    return [f"{train}   # trains what is not cached yet", command]
+
+
+def stored(done: list[tuple[str, str, int]]) -> str:
+    """Which estimates a partial study holds: each target's sizes, per slice seed."""
+    by: dict[tuple[str, int], list[str]] = {}
+    for t, size, s in done:
+        by.setdefault((t, s), []).append(size)
+    return "; ".join(
+        f"{t} seed {s}: {', '.join(f'{x}%' for x in sorted(sizes, key=float))}"
+        for (t, s), sizes in sorted(by.items())
+    )
 
 
 def _rel(p: Path) -> str:

@@ -171,6 +171,9 @@ def test_names_paths_and_the_order_of_the_study() -> None:
     order = SS.plan([0.05, 0.1, 0.25, 1.0], [0, 1])
     assert order[0] == (defaults.SLICE_FRACTION, 0) and (1.0, 1) not in order
     assert len(order) == 7 and order.index((1.0, 0)) < order.index((0.05, 1))
+    # a partial study names what it holds: sizes in numeric order, per target and seed
+    done = [("milton", "10", 0), ("austen", "100", 0), ("austen", "5", 0), ("austen", "25", 1)]
+    assert SS.stored(done) == "austen seed 0: 5%, 100%; austen seed 1: 25%; milton seed 0: 10%"
 
 
 def test_the_matrix_slice_rules_and_their_plan() -> None:
