@@ -32,9 +32,10 @@ held-out part) at the same target rule; one row per target, device, limit and sl
 (proxy column "slice-s<seed>"; the control has seed 0 only), after every other row of the
 cells file. With --estimates-from they come from stored slice estimates
 (DIR/efficiency/<modality>-<name>-slice<pct>-s<seed>.json, or --slice-estimates-from's);
---no-slices leaves them out (and every output as it was before), as does a stored run
-without slice estimates. The whole study (every
-size, seed and target rule): benchmarks/slice_study.py.
+those not stored (a study under way) have no rows, and the tables say how many of the planned
+estimates they hold; --no-slices leaves them all out (and every output as it was before), as
+does a stored run without slice estimates. The whole study (every size, seed and target
+rule): benchmarks/slice_study.py.
 
 The spread rule, the noise-scale rules (gns-target, gns-transfer, gns-proxy) and the
 race on the target were measured not to help and left undercap in 0.3.0; their cells,
@@ -266,18 +267,15 @@ def slice_estimates(mod: M.Modality, names: list[str], args, cache, weights) -> 
     import slice_cells as SC
 
     wanted = sorted({(f, s) for f, seeds in slice_plan(args).values() for s in seeds})
-    out = {}
+    out, missing = {}, []
     src = args.slice_estimates_from or args.estimates_from
     for name in names:
         for f, s in wanted:
             if args.estimates_from is not None:
                 eff = SC.load_slice_estimate(src, mod.name, name, f, s)
-                if eff is None:  # the matrix's own stored run has none: its cells as they were
-                    path = SC.artifact_path(src, mod.name, name, f, s)
-                    print(f"  no stored slice estimate {path}: the slice rules are left out "
-                          "(--slice-estimates-from DIR: benchmarks/slice_study.py stores them)",
-                          file=sys.stderr)  # fmt: skip
-                    return {}
+                if eff is None:  # not stored (yet): its rows are left out, and the tables say so
+                    missing.append(f"{name} {SC.slice_label(f, s)}")
+                    continue
             else:
                 elapsed = H.stopwatch()
                 eff = SC.slice_estimate(M.DATASETS[name], args.data_dir, weights, f, s,
@@ -288,7 +286,11 @@ def slice_estimates(mod: M.Modality, names: list[str], args, cache, weights) -> 
                     file=sys.stderr,
                 )
             out[(name, f, s)] = eff
-    return out
+    if missing:
+        print(f"  {len(missing)} of {len(names) * len(wanted)} slice estimates not stored in "
+              f"{src}/efficiency: their rows are left out (benchmarks/slice_study.py stores "
+              "them)", file=sys.stderr)  # fmt: skip
+    return {"estimates": out, "planned": len(names) * len(wanted)} if out else {}
 
 
 def slice_cells_for(profile, device_name, limits, data: dict, slices: dict, args) -> list:  # type: ignore[no-untyped-def]
@@ -300,11 +302,18 @@ def slice_cells_for(profile, device_name, limits, data: dict, slices: dict, args
     for rule, (f, seeds) in slice_plan(args).items():
         for t, target in data.items():
             samples = SC.target_samples(target["runs"])
-            for s in seeds:
+            for s in [s for s in seeds if (t, f, s) in slices]:  # a partial study: what is stored
                 rel = SC.eff_relative(slices[(t, f, s)], SC.product_rule())
                 cells += SC.cells(profile, device_name, limits, rel, samples,
                                   proxy=f"slice-s{s}", target=t, rule=rule)  # fmt: skip
     return cells
+
+
+def _slices_stored(slices: dict) -> str:
+    n, planned = len(slices["estimates"]), slices["planned"]
+    if n == planned:
+        return ""
+    return f"; {n} of the {planned} slice estimates stored, the rest left out"
 
 
 def slice_table(cells) -> str:  # type: ignore[no-untyped-def]
@@ -315,7 +324,8 @@ def slice_table(cells) -> str:  # type: ignore[no-untyped-def]
         row = [t]
         for r in rules:
             cs = [c for c in cells if c.rule == r and c.target == t]
-            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%")
+            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%"
+                       if cs else "")  # fmt: skip
         rows.append(row)
     return H.md_table(["target", *[f"{r}: hits, worst" for r in rules]], rows) + "\n"
 
@@ -390,7 +400,8 @@ def ensemble_table(cells, effs: dict) -> str:  # type: ignore[no-untyped-def]
                f"{per_proxy[best_p]:+.1f}% ({best_p})"]  # fmt: skip
         for r in ENSEMBLE_RULES:
             cs = [c for c in cells if c.rule == r and c.target == t]
-            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%")
+            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%"
+                       if cs else "")  # fmt: skip
         samples = [effs[p].extra["cost"]["samples_trained"] for p in proxies]
         wall = sum(effs[p].extra["cost"]["wall_s"] for p in proxies)
         row += [f"{sum(samples):,} ({sum(samples) / statistics.median(samples):.1f})",
@@ -474,7 +485,7 @@ def run_modality(mod: M.Modality, args, cache) -> dict | None:  # type: ignore[n
         for s, c1 in one_seed_cells(profile, device_name, limits, data, args.seeds).items():
             one_seed[s] += c1
         if slices:
-            sliced += slice_cells_for(profile, device_name, limits, data, slices, args)
+            sliced += slice_cells_for(profile, device_name, limits, data, slices["estimates"], args)
     # the slice rules' rows after every other row: the earlier rows stay byte for byte
     return {"mod": mod, "names": names, "data": data, "cells": cells + sliced,
             "one_seed": one_seed, "estimate_s": t_est, "effs": effs, "slices": slices}  # fmt: skip
@@ -484,7 +495,8 @@ def write_modality(res: dict, out: Path) -> str:
     from undercap.artifacts.efficiency import save_efficiency
 
     mod, cells = res["mod"], res["cells"]
-    rules = ALL_RULES + (slice_rules() if res["slices"] else ())
+    present = {c.rule for c in cells}  # a partial slice study may leave a size without rows
+    rules = ALL_RULES + tuple(r for r in slice_rules() if r in present)
     md = [f"## {mod.name}: {mod.model}, datasets {', '.join(res['names'])}", "",
           dataset_table(res["data"], mod), "Overall (off-diagonal cells, every device and limit):", "",
           overall_table(cells, rules), "Per device and limit (hits = cells choosing the fastest configuration; "
@@ -507,7 +519,8 @@ def write_modality(res: dict, out: Path) -> str:
                f"{100 * defaults.SLICE_FRACTION:g}% slice, target rule {SC.product_rule()}), "
                f"`slice-<pct>` each size at that target rule (slice-100: the whole training split, "
                "the control). Per target over every device, limit and slice seed "
-               "(the whole study: benchmarks/results/slice/):", "", slice_table(cells)]  # fmt: skip
+               f"(the whole study: benchmarks/results/slice/){_slices_stored(res['slices'])}:",
+               "", slice_table(cells)]  # fmt: skip
     H.write_csv(out / f"{mod.name}-cells.csv", [c.to_dict() for c in cells])
     obj = {"datasets": {n: {"runs": {str(b): v for b, v in d["runs"].items()},
                             "relative": {str(b): v for b, v in d["relative"].items()},
@@ -519,7 +532,7 @@ def write_modality(res: dict, out: Path) -> str:
     if res["slices"]:
         import slice_cells as SC
 
-        for (n, f, s), eff in res["slices"].items():
+        for (n, f, s), eff in res["slices"]["estimates"].items():
             save_efficiency(SC.artifact_path(out, mod.name, n, f, s), eff)
     return "\n".join(md)
 

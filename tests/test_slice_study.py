@@ -184,3 +184,22 @@ def test_the_matrix_slice_rules_and_their_plan() -> None:
                                                      "slice-100"]  # fmt: skip
     assert plan["slice"] == (defaults.SLICE_FRACTION, [0, 1])
     assert plan["slice-100"] == (1.0, [0]) and plan["slice-5"] == (0.05, [0, 1])
+
+
+def test_the_matrix_keeps_the_stored_slice_estimates_of_a_partial_study(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A study under way: the stored estimates give rows, the missing ones none, and the
+    tables say how many of the planned ones they hold; none stored: no slice rules."""
+    import shutil
+
+    stored = Path(__file__).resolve().parents[1] / "benchmarks/results/slice/efficiency"
+    name = "text-shakespeare-slice10-s0.json"
+    (tmp_path / "efficiency").mkdir()
+    args = MX.parse_args(["--estimates-from", str(tmp_path)])
+    mod = SimpleNamespace(name="text")
+    assert MX.slice_estimates(mod, ["shakespeare", "milton"], args, None, None) == {}
+    shutil.copy(stored / name, tmp_path / "efficiency" / name)
+    got = MX.slice_estimates(mod, ["shakespeare", "milton"], args, None, None)
+    assert list(got["estimates"]) == [("shakespeare", 0.1, 0)]
+    assert got["planned"] == 2 * 7  # 5, 10, 25 at seeds 0 and 1; the control at seed 0
+    assert MX._slices_stored(got) == "; 1 of the 14 slice estimates stored, the rest left out"
+    assert MX._slices_stored({"estimates": {1: 0}, "planned": 1}) == ""
