@@ -267,14 +267,13 @@ def slice_estimates(mod: M.Modality, names: list[str], args, cache, weights) -> 
     import slice_cells as SC
 
     wanted = sorted({(f, s) for f, seeds in slice_plan(args).values() for s in seeds})
-    out, missing = {}, []
+    out = {}
     src = args.slice_estimates_from or args.estimates_from
     for name in names:
         for f, s in wanted:
             if args.estimates_from is not None:
                 eff = SC.load_slice_estimate(src, mod.name, name, f, s)
                 if eff is None:  # not stored (yet): its rows are left out, and the tables say so
-                    missing.append(f"{name} {SC.slice_label(f, s)}")
                     continue
             else:
                 elapsed = H.stopwatch()
@@ -286,11 +285,11 @@ def slice_estimates(mod: M.Modality, names: list[str], args, cache, weights) -> 
                     file=sys.stderr,
                 )
             out[(name, f, s)] = eff
-    if missing:
-        print(f"  {len(missing)} of {len(names) * len(wanted)} slice estimates not stored in "
-              f"{src}/efficiency: their rows are left out (benchmarks/slice_study.py stores "
-              "them)", file=sys.stderr)  # fmt: skip
-    return {"estimates": out, "planned": len(names) * len(wanted)} if out else {}
+    planned = len(names) * len(wanted)
+    if len(out) < planned:
+        print(f"  {planned - len(out)} of {planned} slice estimates not stored in {src}/efficiency: "
+              "their rows are left out (benchmarks/slice_study.py stores them)", file=sys.stderr)  # fmt: skip
+    return {"estimates": out, "planned": planned} if out else {}
 
 
 def slice_cells_for(profile, device_name, limits, data: dict, slices: dict, args) -> list:  # type: ignore[no-untyped-def]
@@ -400,8 +399,7 @@ def ensemble_table(cells, effs: dict) -> str:  # type: ignore[no-untyped-def]
                f"{per_proxy[best_p]:+.1f}% ({best_p})"]  # fmt: skip
         for r in ENSEMBLE_RULES:
             cs = [c for c in cells if c.rule == r and c.target == t]
-            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%"
-                       if cs else "")  # fmt: skip
+            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%")
         samples = [effs[p].extra["cost"]["samples_trained"] for p in proxies]
         wall = sum(effs[p].extra["cost"]["wall_s"] for p in proxies)
         row += [f"{sum(samples):,} ({sum(samples) / statistics.median(samples):.1f})",
