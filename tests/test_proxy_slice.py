@@ -79,6 +79,12 @@ def test_a_share_outside_0_1_is_refused(text: str) -> None:
         share(text)
 
 
+@pytest.mark.parametrize("text", ["150%", "1.5"])
+def test_a_share_over_100_percent_says_so(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="at most 100%"):
+        share(text)
+
+
 def test_estimate_on_a_slice_records_it_and_caps_the_target(tmp_path: Path) -> None:
     eff = _estimate(tmp_path / "slice.json", "--proxy-slice", "50%", "--target-accuracy", "0.99")
     s = eff.extra["slice"]

@@ -312,7 +312,9 @@ def share(text: str) -> float:
     t = text.strip()
     x = positive_float(t[:-1]) / 100 if t.endswith("%") else positive_float(t)
     if x > 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a percentage (10%) or a fraction (0.1)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a share is at most 100%: give a percentage (10%) or a fraction (0.1)"
+        )
     return x
 
 
