@@ -315,6 +315,13 @@ def _slices_stored(slices: dict) -> str:
     return f"; {n} of the {planned} slice estimates stored, the rest left out"
 
 
+def _hits_worst(cs: list) -> str:
+    """Hits over cells and the worst gap; blank where a rule has no cells (a size not stored yet)."""
+    if not cs:
+        return ""
+    return f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%"
+
+
 def slice_table(cells) -> str:  # type: ignore[no-untyped-def]
     """Per target, every device and limit: hits and the worst cell of each slice rule."""
     rules = slice_rules()
@@ -323,8 +330,7 @@ def slice_table(cells) -> str:  # type: ignore[no-untyped-def]
         row = [t]
         for r in rules:
             cs = [c for c in cells if c.rule == r and c.target == t]
-            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%"
-                       if cs else "")  # fmt: skip
+            row.append(_hits_worst(cs))
         rows.append(row)
     return H.md_table(["target", *[f"{r}: hits, worst" for r in rules]], rows) + "\n"
 
@@ -399,7 +405,7 @@ def ensemble_table(cells, effs: dict) -> str:  # type: ignore[no-untyped-def]
                f"{per_proxy[best_p]:+.1f}% ({best_p})"]  # fmt: skip
         for r in ENSEMBLE_RULES:
             cs = [c for c in cells if c.rule == r and c.target == t]
-            row.append(f"{sum(c.hit for c in cs)}/{len(cs)}, {max(c.gap_pct for c in cs):+.1f}%")
+            row.append(_hits_worst(cs))
         samples = [effs[p].extra["cost"]["samples_trained"] for p in proxies]
         wall = sum(effs[p].extra["cost"]["wall_s"] for p in proxies)
         row += [f"{sum(samples):,} ({sum(samples) / statistics.median(samples):.1f})",
