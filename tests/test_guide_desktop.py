@@ -100,9 +100,11 @@ def test_desktop_gpu_guide_as_written(tmp_path, monkeypatch, capsys):
     gpu: Optional[FakeGpu] = None
     for step in guide_steps(GUIDE.read_text(encoding="utf-8")):
         (gpu,) = fake.reset([FakeGpu(**H200, can_lock=step.root)])
-        printed = _masked(_run(step, capsys))
+        raw = _run(step, capsys)
+        printed = _masked(raw)
         missing = [ln for ln in step.shown if ln != "..." and _masked(ln) not in printed]
-        assert missing == [], f"undercap {' '.join(step.argv)} did not print these"
+        # the whole output in the message: a miss here has been seen once, under load
+        assert missing == [], f"undercap {' '.join(step.argv)} printed:\n{raw[-3000:]}"
         if step.argv[0] == "run":
             locks = [c for c in gpu.calls if c[0] == "nvmlDeviceSetGpuLockedClocks"]
             assert bool(locks) == step.root  # read-only unless asked for, as root
