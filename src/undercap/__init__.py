@@ -23,49 +23,28 @@ from undercap._compat import lazy_module_attributes
 
 __version__ = "0.3.0"
 
-#: public name -> the module that defines it ("module:attr" where the names differ)
-_API = {
-    # devices
-    "open_device": "undercap.devices",
-    "discover": "undercap.devices",
-    "controlled": "undercap.devices",
-    "locked": "undercap.devices",
-    "PowerSampler": "undercap.devices.sampler",
-    # artifacts
-    "Profile": "undercap.artifacts.profile",
-    "load_profile": "undercap.artifacts.profile",
-    "save_profile": "undercap.artifacts.profile",
-    "Efficiency": "undercap.artifacts.efficiency",
-    "load_efficiency": "undercap.artifacts.efficiency",
-    "save_efficiency": "undercap.artifacts.efficiency",
-    "Selection": "undercap.artifacts.selection",
-    "load_selection": "undercap.artifacts.selection",
-    "save_selection": "undercap.artifacts.selection",
-    "TrainResult": "undercap.artifacts.train_result",
-    "load_train_result": "undercap.artifacts.train_result",
-    # the four steps
-    "ProfileSettings": "undercap.profile",
-    "run_profile": "undercap.profile",
-    "EstimateConfig": "undercap.estimate",
-    "estimate_r": "undercap.estimate:estimate",  # `undercap.estimate` is the package
-    "select_ours": "undercap.select",
-    "oracle": "undercap.select",
-    "baseline1": "undercap.select",
-    "baseline2": "undercap.select",
-    "safe_freq_mhz": "undercap.select",
-    "train_on_device": "undercap.train",
-    "capped": "undercap.train.api",
-    "CappedResult": "undercap.train.api",
-    # recipes
-    "build_selection": "undercap.recipes.selection",
-    "RunConfig": "undercap.recipes.run",
-    "run": "undercap.recipes.run",
-    "CompareConfig": "undercap.recipes.compare",
-    "run_comparison": "undercap.recipes.compare",
-    # data and models
-    "DataSpec": "undercap.data.spec",
-    "model_spec": "undercap.models",
+#: the module that defines each public name
+_MODULES = {
+    "undercap.devices": ("open_device", "discover", "controlled", "locked"),
+    "undercap.devices.sampler": ("PowerSampler",),
+    "undercap.artifacts.profile": ("Profile", "load_profile", "save_profile"),
+    "undercap.artifacts.efficiency": ("Efficiency", "load_efficiency", "save_efficiency"),
+    "undercap.artifacts.selection": ("Selection", "load_selection", "save_selection"),
+    "undercap.artifacts.train_result": ("TrainResult", "load_train_result"),
+    "undercap.profile": ("ProfileSettings", "run_profile"),
+    "undercap.estimate": ("EstimateConfig",),
+    "undercap.select": ("select_ours", "oracle", "baseline1", "baseline2", "safe_freq_mhz"),
+    "undercap.train": ("train_on_device",),
+    "undercap.train.api": ("capped", "CappedResult"),
+    "undercap.recipes.selection": ("build_selection",),
+    "undercap.recipes.run": ("RunConfig", "run"),
+    "undercap.recipes.compare": ("CompareConfig", "run_comparison"),
+    "undercap.data.spec": ("DataSpec",),
+    "undercap.models": ("model_spec",),
 }
+#: public name -> its module ("module:attr" where the names differ)
+_API = {name: module for module, names in _MODULES.items() for name in names}
+_API["estimate_r"] = "undercap.estimate:estimate"  # `undercap.estimate` is the package
 
 __all__ = sorted(_API) + ["__version__"]
 

@@ -1,11 +1,9 @@
 """What the device path needs from Python 3.7 and 3.8, for JetPack 4.6's Python 3.6.
 
 The Jetson Nano, TX2 and TX2 NX end at JetPack 4.6 (Ubuntu 18.04, Python 3.6, torch
-1.10): the modules a board runs (tests/device_path.py) stay importable there, and use
-these names instead of the standard library's newer ones. On Python >= 3.8 each name
-is the standard library's own, so nothing changes there; the fallbacks compute the same
-values (CPython's own formulas). `vermin -t=3.6-` checks the device path, so the lines
-that touch the newer names say `novermin`.
+1.10): the modules a board runs (tests/device_path.py) use these names. On Python >= 3.8
+each is the standard library's own; the fallbacks compute the same values (CPython's own
+formulas). `vermin -t=3.6-` checks the device path: lines using the newer names say `novermin`.
 """
 
 import contextlib
@@ -101,11 +99,7 @@ def isascii(text: str) -> bool:
     """str.isascii (Python 3.7), O(1) where it exists."""
     if hasattr(text, "isascii"):
         return text.isascii()
-    try:
-        text.encode("ascii")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return all(ord(c) < 128 for c in text)
 
 
 def run_captured(args: List[str], **kwargs: Any) -> "subprocess.CompletedProcess[str]":

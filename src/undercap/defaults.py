@@ -57,17 +57,14 @@ ESTIMATE_TARGET_FRACTION = 0.95
 #: r(b) from a slice of the target's own training split (--proxy-slice): the size the
 #: docs suggest, and the slice's target accuracy: the device run's target, capped at
 #: this fraction of the best accuracy the slice's largest batch reaches (a slice seldom
-#: reaches the full data's target). benchmarks/results/slice (images, slice seed 0 so
-#: far): 25% is the smallest size measured that beats the proxies' median on the worst
-#: cell with this rule (10% does not); no target rule wins at every size, and this cap
-#: has the lowest mean gap at 10% and on the whole training split.
+#: reaches the full data's target). The sizes and target rules measured are in
+#: docs/results/index.md ("r(b) from a slice of the target").
 SLICE_FRACTION = 0.25
 SLICE_TARGET_FRACTION = 0.95
 #: a seed that spends the whole budget and ends this far (absolute accuracy) below the
-#: target shows its batch size cannot get there: the other seeds of that batch size
-#: are skipped. Seeds of one batch size differ in data order and head init only, and
-#: their best accuracies spread by well under 2 points in benchmarks/results (efficiency
-#: curves); a nearer miss runs the other seeds, which may still cross.
+#: target shows its batch size cannot get there: its other seeds are skipped (they differ
+#: in data order and head init only; their best accuracies spread by well under 2 points
+#: in benchmarks/results' efficiency curves). A nearer miss runs them: they may still cross.
 ESTIMATE_HOPELESS_GAP = 0.02
 #: --executor ray (estimate/ray_executor.py): Ray retries a run whose worker or node
 #: died this many times (Ray's max_retries; a Python error in the run is not retried)

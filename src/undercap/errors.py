@@ -60,9 +60,8 @@ class MissingExtraError(UndercapError):
 
 
 def require(module: str, extra: str, purpose: str) -> Any:
-    """Import an optional dependency, or say which extra to install: the core install
-    is only what a Jetson needs to train (torch, numpy, tqdm); plotting, .mat files,
-    the bundled digits and image folders are extras (pyproject.toml)."""
+    """Import an optional dependency, or say which extra to install: the core install is
+    what a Jetson needs to train (torch, numpy, tqdm); the rest are extras (pyproject.toml)."""
     try:
         return importlib.import_module(module)
     except ImportError as e:

@@ -1,10 +1,9 @@
 """Every on-disk format undercap reads and writes, and how it writes them.
 
 One module per artifact: `profile` (t(b, f), P(b, f)), `efficiency` (N(b), r(b)),
-`selection` (the chosen configuration), `train_result`, `comparison`; plus `io`
-(atomic writes, JSON), `cache` (the one content-addressed cache), `workload` (what a
-sample costs) and `provenance`. All JSON with a `schema` field, validated on load,
-written atomically. Nothing here imports torch.
+`selection`, `train_result`, `comparison`; plus `io` (atomic writes, JSON), `cache`,
+`workload` and `provenance`. All JSON with a `schema` field, validated on load, written
+atomically (docs/reference/formats.md). Nothing here imports torch.
 """
 
 from undercap.artifacts.efficiency import (

@@ -1,24 +1,20 @@
 """The one content-addressed cache: profiles, pre-trained weights, r(b) runs and
 device training runs all live here, keyed by everything that determines them.
 
-Layout: `<root>/<kind>/<digest>/` where digest is the SHA-256 of the canonical JSON
-of `{"kind", "key"}` (sorted keys, no whitespace). An entry folder holds its value
-files and `key.json`, the full key. Writes are atomic (artifacts.io.atomic_path)
-and `key.json` is written last: it seals the entry. An entry without a matching
-`key.json` (interrupted before the seal, or a hash prefix collision) is not a hit
-and is simply written again, so interrupting any cached computation is safe.
+Layout: `<root>/<kind>/<digest>/`, digest the SHA-256 of the canonical JSON of
+`{"kind", "key"}`, holding the value files and, written last to seal the entry,
+`key.json` (the full key). Writes are atomic; an entry without a matching `key.json`
+(interrupted before the seal, or a hash prefix collision) is not a hit and is written
+again, so interrupting any cached computation is safe.
 
-Values may be JSON (`load_json`/`store_json`) or files the producer writes itself
-(`path(name)`, then `seal()`), e.g. torch weights. A key must hold only what
-determines the value: e.g. a run's trajectory is fixed by the model, data, seed and
-learning rate, not by the target it stops at, so runs are keyed without it and a
-longer run answers a shorter request.
+Values are JSON (`load_json`/`store_json`) or files the producer writes (`path(name)`,
+then `seal()`), e.g. torch weights. A key holds only what determines the value: runs
+are keyed without the target they stop at, so a longer run answers a shorter request.
 """
 
 import datetime as _dt
 import hashlib
 import json
-import shutil
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional
@@ -103,9 +99,6 @@ class CacheEntry:
         save_json(self.path(name), value)
         self.seal()
 
-    def clear(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
-
 
 class Cache:
     """A cache rooted at `root`; `Cache(None)` stores nothing (every lookup misses)."""
@@ -126,12 +119,11 @@ class Cache:
     ) -> Dict[str, Any]:
         """The JSON value cached under (kind, key), or `make()` stored there."""
         entry = self.entry(kind, key)
-        if entry is not None:
-            hit = entry.load_json()
-            if hit is not None:
-                if on_hit is not None:
-                    on_hit(entry)
-                return hit
+        hit = None if entry is None else entry.load_json()
+        if entry is not None and hit is not None:
+            if on_hit is not None:
+                on_hit(entry)
+            return hit
         value = dict(make())
         if entry is not None:
             entry.store_json(value)

@@ -1,23 +1,17 @@
-"""Result records of a comparison (baselines vs ours vs oracle) and their statistics.
-
-Pure data and arithmetic, no torch and no I/O beyond JSON: the report (tables,
-figures) and the tests work on these records alone, hand-made or loaded from a
-results folder.
+"""Result records of a comparison (baselines vs ours vs oracle) and their statistics:
+pure data and arithmetic (no torch), so reports and tests work on records alone.
 
 One comparison = one model, one proxy and one target dataset, one device, several
 power limits and several seeds. For every limit each method picks a configuration
-(`ChoiceRecord`); that configuration is then trained on the target on the device
-once per seed (`RunRecord`). Identical configurations picked by several methods or
-limits are trained once and the run is shared; `RunRecord.shared_from` says so.
+(`ChoiceRecord`), trained on the target on the device once per seed (`RunRecord`); an
+identical configuration is trained once and shared (`RunRecord.shared_from`).
 
 Statistics (paper Tables 2-4): per method and limit the mean and sample standard
-deviation over seeds of time-to-accuracy and energy; the speed-up of a method over
-Baseline 1 (and Baseline 2) is mean T(baseline) / mean T(method); the gap to the
-oracle is (mean T(method) / mean T(oracle) - 1) in percent. A seed that never
-reached the target is left out of the mean and counted (`n_reached` < `n_runs`), so
-a table never hides it. A run whose robust peak went above its power limit
-(`limit_exceeded`) failed too: it is left out of the means and counted
-(`n_over_limit`), whatever its time.
+deviation over seeds of time-to-accuracy and energy; the speed-up over Baseline 1 (and
+2) is mean T(baseline) / mean T(method); the gap to the oracle is (mean T(method) /
+mean T(oracle) - 1) in percent. A run that missed the target is left out of the means
+and counted (`n_reached` < `n_runs`); so is one whose robust peak went above its limit
+(`limit_exceeded`, `n_over_limit`), whatever its time: a table never hides either.
 """
 
 from __future__ import annotations
@@ -134,10 +128,8 @@ class Comparison:
         return tuple(m for m in METHODS if m in present) + tuple(sorted(present - set(METHODS)))
 
     def choice(self, method: str, power_limit_w: Optional[float]) -> Optional[ChoiceRecord]:
-        for c in self.choices:
-            if c.method == method and c.power_limit_w == power_limit_w:
-                return c
-        return None
+        mine = (c for c in self.choices if (c.method, c.power_limit_w) == (method, power_limit_w))
+        return next(mine, None)
 
     def runs_for(self, method: str, power_limit_w: Optional[float]) -> list[RunRecord]:
         return [r for r in self.runs if r.method == method and r.power_limit_w == power_limit_w]
@@ -275,7 +267,4 @@ def _summary_row(
 def summary_for(
     rows: Sequence[SummaryRow], method: str, limit: Optional[float]
 ) -> Optional[SummaryRow]:
-    for r in rows:
-        if r.method == method and r.power_limit_w == limit:
-            return r
-    return None
+    return next((r for r in rows if (r.method, r.power_limit_w) == (method, limit)), None)

@@ -1,14 +1,11 @@
 """The efficiency artifact `undercap.efficiency/1`: N(b) per seed and r(b) on a proxy;
 and `undercap.efficiency-set/1`: several proxies' estimates in one file.
 
-r(b) = N(b) / N(b_max) with relative[str(max b)] == 1.0; a batch size that never
-reached the target has null runs and no `relative` entry, so it is excluded from
-selection visibly. Loading validates all of it. No torch import.
-
-The set is `{"schema": "undercap.efficiency-set/1", "model": str, "proxies": [{"name":
-str, "efficiency": <an undercap.efficiency/1 object>}, ...]}`: each member is a whole
-single-proxy artifact, unchanged, so one can be cut out and used alone; names are
-distinct. `load_efficiencies` reads either schema (a single artifact is a set of one).
+r(b) = N(b) / N(b_max) with relative[str(max b)] == 1.0. Loading validates all of it.
+No torch import. The set is `{"schema": "undercap.efficiency-set/1", "model": str,
+"proxies": [{"name": str, "efficiency": <an undercap.efficiency/1 object>}, ...]}`: each
+member a whole single-proxy artifact, unchanged, so one can be cut out and used alone;
+names are distinct. `load_efficiencies` reads either schema (one artifact: a set of one).
 """
 
 import math
@@ -21,6 +18,7 @@ from undercap.errors import ArtifactError
 
 EFFICIENCY_SCHEMA = "undercap.efficiency/1"
 EFFICIENCY_SET_SCHEMA = "undercap.efficiency-set/1"
+_FIELDS = ("model", "dataset", "target_accuracy", "samples_to_target", "relative")
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,7 @@ class Efficiency:
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<efficiency>") -> "Efficiency":
         check_schema(obj, EFFICIENCY_SCHEMA, path)
-        for key in ("model", "dataset", "target_accuracy", "samples_to_target", "relative"):
+        for key in _FIELDS:
             if key not in obj:
                 raise ArtifactError(f"{path}: missing field {key!r}")
         target = finite(obj["target_accuracy"], "target_accuracy", str(path))
@@ -96,14 +94,13 @@ class Efficiency:
             b: finite(v, f"relative[{b}]", str(path), positive=True) for b, v in rel_obj.items()
         }
         _check_relative(runs, relative, path)
-        known = {"schema", "model", "dataset", "target_accuracy", "samples_to_target", "relative"}
         return cls(
             model=str(obj["model"]),
             dataset=str(obj["dataset"]),
             target_accuracy=target,
             samples_to_target=runs,
             relative=relative,
-            extra={k: v for k, v in obj.items() if k not in known},
+            extra={k: v for k, v in obj.items() if k != "schema" and k not in _FIELDS},
         )
 
 

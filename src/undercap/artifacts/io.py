@@ -130,8 +130,7 @@ def read_text(path: PathLike, *, what: str, error: Type[UndercapError] = Artifac
 def decode_text(
     raw: bytes, path: PathLike, *, what: str, error: Type[UndercapError] = ArtifactError
 ) -> str:
-    """`raw` as text: UTF-8, or UTF-8/16/32 by its byte-order mark; anything else is
-    one `error` naming `what` and the path."""
+    """`raw` as text, decoded as read_text decodes a file's bytes."""
     encoding = next((enc for bom, enc in _BOMS if raw.startswith(bom)), "utf-8")
     try:
         return raw.decode(encoding)

@@ -23,6 +23,7 @@ PROFILE_SCHEMA = "undercap.profile/1"
 #: peak_spread_w   spread (std) of the peak over the measurement's repeated windows
 #: steps           measured mini-batches; duration_s: measured device time
 OPTIONAL_ROW_FIELDS = ("peak_margin_w", "noise_w", "peak_spread_w", "steps", "duration_s")
+_MEASURED = ("time_per_sample_s", "peak_power_w", "mean_power_w")  # positive numbers
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,7 @@ class ProfileRow:
     precision: str = "fp32"
 
     def to_dict(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {
-            "batch_size": self.batch_size,
-            "freq_mhz": self.freq_mhz,
-            "precision": self.precision,
-            "time_per_sample_s": self.time_per_sample_s,
-            "peak_power_w": self.peak_power_w,
-            "mean_power_w": self.mean_power_w,
-        }
+        out = {k: getattr(self, k) for k in ("batch_size", "freq_mhz", "precision", *_MEASURED)}
         for key in OPTIONAL_ROW_FIELDS:
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -94,11 +88,8 @@ class Profile:
     def row(
         self, batch_size: int, freq_mhz: float, precision: Optional[str] = None
     ) -> Optional[ProfileRow]:
-        wanted = (batch_size, freq_mhz)
-        for r in self.rows:
-            if (r.batch_size, r.freq_mhz) == wanted and precision in (None, r.precision):
-                return r
-        return None
+        matches = (r for r in self.rows if (r.batch_size, r.freq_mhz) == (batch_size, freq_mhz))
+        return next((r for r in matches if precision in (None, r.precision)), None)
 
     @property
     def precisions(self) -> Tuple[str, ...]:
@@ -189,7 +180,7 @@ def _profile_row(r: Any, i: int, path: PathLike) -> ProfileRow:
     where = f"{path}: rows[{i}]"
     if not isinstance(r, dict):
         raise ArtifactError(f"{where} must be an object")
-    fields = ("batch_size", "freq_mhz", "time_per_sample_s", "peak_power_w", "mean_power_w")
+    fields = ("batch_size", "freq_mhz", *_MEASURED)
     missing = [k for k in fields if k not in r]
     if missing:
         raise ArtifactError(f"{where} is missing {', '.join(missing)}")

@@ -3,6 +3,7 @@
 import datetime as _dt
 import platform
 import subprocess
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -33,8 +34,6 @@ def provenance(**extra: Any) -> Dict[str, Any]:
         "host": platform.node(),
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    import sys
-
     if "torch" in sys.modules:  # only record torch's version if it is already loaded
         info["torch_version"] = sys.modules["torch"].__version__
     info.update(extra)

@@ -1,12 +1,9 @@
 """The selection artifact `undercap.selection/1`: the configuration to train with.
 
-Written by `undercap select --json`, `undercap run` and `undercap compare`; read by
-`undercap train --from-selection`. The choice sits at the top level (`batch_size`,
-`freq_mhz`, `power_limit_w`, `peak_power_w`, ...), next to `model`, `device`,
-`simulated` and a `training` block that says how to train so that device training
-repeats what r(b) was measured with (the largest batch and base learning rate of the
-sqrt scaling, the weights, budgets). Everything else (candidates, exclusions,
-baselines, provenance) is kept as it is under the remaining keys.
+The layout is in docs/reference/formats.md: the choice at the top level, a `training`
+block that makes device training repeat what r(b) was measured with (the largest batch
+and base learning rate of the sqrt scaling, the weights, budgets), and everything else
+(candidates, exclusions, baselines, provenance) kept as it is under the other keys.
 
 Older shapes still load: the v0.1 `run` file (the choice nested under "choice") and
 the v0.1 `select --json` output (flat, no schema). Their training block is rebuilt
@@ -27,6 +24,7 @@ SELECTION_SCHEMA = "undercap.selection/1"
 _CHOICE = ("method", "batch_size", "freq_mhz", "time_per_sample_s", "peak_power_w")
 _OPTIONAL = ("relative_samples", "score")
 _IDENTITY = ("model", "device", "simulated", "power_limit_w", "clock", "precision")
+_KNOWN = {"schema", "choice", "training", *_CHOICE, *_OPTIONAL, *_IDENTITY}  # not `extra`
 #: how the choice's clock came about: chosen among the device's clocks (a profile made
 #: with clock control) or observed (a read-only profile: the clock the device ran at)
 CLOCKS = ("chosen", "observed")
@@ -85,7 +83,8 @@ class Selection:
                 f"{path} has no {missing[0]!r}; pass a selection written by `undercap select "
                 "--json`, `undercap run` or `undercap compare`"
             )
-        return cls(**_fields(flat, str(path)), extra=_extra(obj))
+        extra = {k: v for k, v in obj.items() if k not in _KNOWN}
+        return cls(**_fields(flat, str(path)), extra=extra)
 
 
 def _fields(d: Mapping[str, Any], where: str) -> Dict[str, Any]:
@@ -119,11 +118,6 @@ def _fields(d: Mapping[str, Any], where: str) -> Dict[str, Any]:
     }
 
 
-def _extra(obj: Mapping[str, Any]) -> Dict[str, Any]:
-    known = {"schema", "choice", "training", *_CHOICE, *_OPTIONAL, *_IDENTITY}
-    return {k: v for k, v in obj.items() if k not in known}
-
-
 def _opt_float(x: Any) -> Optional[float]:
     return None if x is None else float(x)
 
@@ -133,19 +127,12 @@ def _training_from_efficiency(sel_path: Path, extra: Mapping[str, Any]) -> Dict[
     named = extra.get("efficiency")
     if isinstance(named, list):  # several proxies (`select --efficiency A --efficiency B`)
         named = named[0] if named else None  # one model's estimates: one b_max and base LR
-    candidates = [Path(named)] if named else []
-    if named and not Path(named).is_absolute():
-        candidates.append(sel_path.parent / named)
+    candidates = [Path(named), sel_path.parent / named] if named else []  # equal if absolute
     candidates.append(sel_path.parent / "efficiency.json")
-    for p in candidates:
-        if p.is_file():
-            cfg = load_json(p, what="efficiency").get("config") or {}
-            return {
-                k: v
-                for k, v in (("max_batch_size", cfg.get("b_max")), ("base_lr", cfg.get("base_lr")))
-                if v is not None
-            }
-    return {}
+    found = next((p for p in candidates if p.is_file()), None)
+    cfg = {} if found is None else load_json(found, what="efficiency").get("config") or {}
+    pairs = (("max_batch_size", cfg.get("b_max")), ("base_lr", cfg.get("base_lr")))
+    return {k: v for k, v in pairs if v is not None}
 
 
 def related_artifact(sel_path: PathLike, sel: Selection, kind: str) -> Optional[Path]:
@@ -163,8 +150,7 @@ def load_selection(path: PathLike) -> Selection:
     sel = Selection.from_dict(load_json(path, what="selection"), path)
     if sel.training:
         return sel
-    training = _training_from_efficiency(path, sel.extra)
-    return dataclasses.replace(sel, training=training)
+    return dataclasses.replace(sel, training=_training_from_efficiency(path, sel.extra))
 
 
 def save_selection(path: PathLike, selection: Selection) -> Path:

@@ -1,11 +1,9 @@
 """The result of one training run on a device (`undercap train`), as a JSON artifact.
 
-Kept free of torch so reports and comparisons can read results without loading it.
-Times: `time_to_accuracy_s` and `train_time_s` are on the device's clock and cover
-training steps only (virtual clock on a simulated device, wall clock on hardware);
-evaluation is reported separately and never charged to training: `eval_time_s` on the
-device's clock (a simulated device's model of the forward passes, the wall clock on
-hardware) and `eval_wall_s` on the host.
+Torch-free, so reports read results without loading it. `time_to_accuracy_s` and
+`train_time_s` are on the device's clock (virtual on a simulated device, wall on
+hardware) and cover training steps only; evaluation is never charged to training:
+`eval_time_s` on the device's clock, `eval_wall_s` on the host.
 """
 
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -16,6 +14,7 @@ from undercap.artifacts.io import load_json, save_json
 from undercap.errors import ArtifactError
 
 TRAIN_SCHEMA = "undercap.train/1"
+_TUPLES = ("guard_events", "curve", "warnings", "segments")  # JSON lists
 
 
 @dataclass(frozen=True)
@@ -83,12 +82,10 @@ class TrainResult(RunNotes, _Trained, RunTotals):
     schedule: Optional[str] = None  # the cap's schedule or live source, if it changed
     config: Dict[str, Any] = field(default_factory=dict)
     provenance: Dict[str, Any] = field(default_factory=dict)
-    # device seconds spent evaluating (simulated: the model of its forward passes); None
-    # in results from before it was counted
+    # device seconds spent evaluating (simulated: modelled); None in older results
     eval_time_s: Optional[float] = None
     # which grid points were evaluated, and how (train/loop/evalplan.py: "schedule",
-    # "looks", "full_evaluations", "screened_items"); None in results from before it was
-    # recorded
+    # "looks", "full_evaluations", "screened_items"); None in older results
     evaluation: Optional[Dict[str, Any]] = None
     # the arithmetic trained in (fp32, fp16 or bf16 mixed precision); `host_precision`:
     # the host's where it stood in for it (a simulated board on a CPU)
@@ -106,18 +103,17 @@ class TrainResult(RunNotes, _Trained, RunTotals):
 
     def outcome(self) -> str:
         """One line: reached, or how close it came."""
+        target = f"target {self.target_accuracy:.1%}"
         if self.reached:
-            return (
-                f"target {self.target_accuracy:.1%} reached after {self.samples_to_target} samples"
-            )
+            return f"{target} reached after {self.samples_to_target} samples"
         return (
-            f"target {self.target_accuracy:.1%} not reached: best accuracy "
+            f"{target} not reached: best accuracy "
             f"{self.best_accuracy:.2%} in {self.samples_trained} samples"
         )
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
-        for key in ("guard_events", "curve", "warnings", "segments"):
+        for key in _TUPLES:
             d[key] = list(d[key])
         return {"schema": TRAIN_SCHEMA, "time_basis": self.time_basis, **d}
 
@@ -130,15 +126,13 @@ class TrainResult(RunNotes, _Trained, RunTotals):
                 f"{path}: schema is {obj.get('schema')!r}, expected {TRAIN_SCHEMA!r}"
             )
         names = {f.name for f in fields(cls)}
-        defaults = {f.name for f in fields(cls) if f.default is not MISSING}
-        defaults |= {f.name for f in fields(cls) if f.default_factory is not MISSING}
-        missing = sorted(n for n in names - defaults if n not in obj)
+        required = [
+            f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+        ]
+        missing = sorted(n for n in required if n not in obj)
         if missing:
             raise ArtifactError(f"{path}: missing field(s) {', '.join(missing)}")
-        kw = {k: v for k, v in obj.items() if k in names}
-        for key in ("guard_events", "curve", "warnings", "segments"):
-            if key in kw:
-                kw[key] = tuple(kw[key])
+        kw = {k: tuple(v) if k in _TUPLES else v for k, v in obj.items() if k in names}
         return cls(**kw)
 
 

@@ -17,18 +17,16 @@ class Workload:
 
     flops_per_sample: forward + backward FLOPs for one sample (FlopCounterMode count).
     activation_bytes_per_sample: bytes of activations kept for the backward pass
-        (fp32); sets the memory footprint that grows with batch size.
+        (fp32): the memory footprint that grows with batch size.
     traffic_bytes_per_sample: DRAM bytes moved per sample in forward + backward
-        (activations written, read back, gradients of activations); sets the
-        memory-bandwidth side of the roofline.
-    param_count: trainable parameters; weights, gradients and Adam's two moments
-        are moved once per step whatever the batch size, so their cost per sample
-        falls as 1/b.
-    kernels_per_step: approximate GPU kernel launches per training step (forward,
-        backward, optimizer); each costs a fixed launch latency.
+        (activations and their gradients): the memory-bandwidth side of the roofline.
+    param_count: trainable parameters; weights, gradients and Adam's two moments move
+        once per step whatever the batch size, so their cost per sample falls as 1/b.
+    kernels_per_step: approximate GPU kernel launches per training step, each a fixed
+        launch latency.
     precision: the arithmetic the step was counted in: "fp32", or "fp16"/"bf16" mixed
         precision (torch.autocast: 16-bit activations, the casts' kernels and traffic;
-        the weights, their gradients and Adam's moments stay fp32).
+        weights, their gradients and Adam's moments stay fp32).
     """
 
     model: str

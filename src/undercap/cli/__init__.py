@@ -12,23 +12,12 @@ import sys
 from typing import Optional, Sequence, Tuple
 
 from undercap import __version__
-from undercap.errors import (
-    EXIT_BROKEN_PIPE,
-    EXIT_INTERRUPTED,
-    EXIT_USER_ERROR,
-    UndercapError,
-)
+from undercap.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USER_ERROR, UndercapError
 
 # Order here is the order in `undercap --help`.
-COMMAND_MODULES = (
-    "undercap.cli.devices",
-    "undercap.cli.profile",
-    "undercap.cli.select",
-    "undercap.cli.estimate",
-    "undercap.cli.train",
-    "undercap.cli.recipes",
-    "undercap.cli.solar",
-    "undercap.cli.fleet",
+COMMAND_MODULES = tuple(
+    "undercap.cli." + name
+    for name in ("devices", "profile", "select", "estimate", "train", "recipes", "solar", "fleet")
 )
 # The server's modules, on Python >= 3.8, with their commands, so that 3.6 can name them
 # without importing them (tests/test_jetpack4.py checks the names); the others are what a
@@ -137,7 +126,3 @@ def _reader_gone() -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     return EXIT_BROKEN_PIPE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

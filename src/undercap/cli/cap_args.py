@@ -37,7 +37,6 @@ def add_schedule_args(p: Any) -> None:
     """A cap that changes during training (train/cap.py); `cap_of` makes the one cap."""
     p.add_argument(
         "--power-schedule",
-        default=None,
         metavar="CSV",
         help="the cap changes during training: CSV time_s,power_limit_w (each row holds "
         "until the next; device-clock seconds from the start of training; none = no cap, "
@@ -46,7 +45,6 @@ def add_schedule_args(p: Any) -> None:
     )
     p.add_argument(
         "--power-source",
-        default=None,
         metavar="FILE",
         help="live cap: a file another program rewrites with the current limit in W "
         "(or none), read every --poll-s seconds",
@@ -86,7 +84,6 @@ def add_margin_arg(p: Any) -> None:
     p.add_argument(
         "--power-margin-w",
         type=non_negative_float,
-        default=None,
         metavar="W",
         help="safety margin added to every profiled peak power before comparing it with "
         "the limit (default: each configuration's own, sized while profiling from the "

@@ -95,43 +95,25 @@ DATA_HELP = (
 )
 
 
+#: the flags naming users' own training code by import path, with their --help
+_OBJECTIVE_FLAGS = {
+    "--loss": "your loss fn(outputs, labels) -> scalar tensor (default: cross-entropy)",
+    "--metric": "your target metric fn(outputs, labels) -> float, higher is better, the "
+    "batch mean (default: top-1 accuracy, per position for sequences)",
+    "--optimizer": "your optimizer factory(params=, model=, lr=) -> torch.optim.Optimizer; "
+    "its rates (or --lr) are the rates at the largest batch, sqrt-scaled for smaller ones "
+    "(default: the model's Adam/AdamW)",
+    "--lr-scheduler": "your LR scheduler factory(optimizer=, steps_per_epoch=, max_steps=), "
+    "stepped after every optimizer step",
+    "--train-step": "your training step fn(model=, x=, y=, optimizer=, loss_fn=): zero_grad, "
+    "forward, backward and optimizer.step (default: the loss's)",
+}
+
+
 def add_objective_args(p: Any) -> None:
-    """--loss and --metric: users' own loss and target metric by import path."""
-    p.add_argument(
-        "--loss",
-        default=None,
-        metavar="IMPORT_PATH",
-        help="your loss fn(outputs, labels) -> scalar tensor (default: cross-entropy)",
-    )
-    p.add_argument(
-        "--metric",
-        default=None,
-        metavar="IMPORT_PATH",
-        help="your target metric fn(outputs, labels) -> float, higher is better, the "
-        "batch mean (default: top-1 accuracy, per position for sequences)",
-    )
-    p.add_argument(
-        "--optimizer",
-        default=None,
-        metavar="IMPORT_PATH",
-        help="your optimizer factory(params=, model=, lr=) -> torch.optim.Optimizer; its "
-        "rates (or --lr) are the rates at the largest batch, sqrt-scaled for smaller ones "
-        "(default: the model's Adam/AdamW)",
-    )
-    p.add_argument(
-        "--lr-scheduler",
-        default=None,
-        metavar="IMPORT_PATH",
-        help="your LR scheduler factory(optimizer=, steps_per_epoch=, max_steps=), "
-        "stepped after every optimizer step",
-    )
-    p.add_argument(
-        "--train-step",
-        default=None,
-        metavar="IMPORT_PATH",
-        help="your training step fn(model=, x=, y=, optimizer=, loss_fn=): zero_grad, "
-        "forward, backward and optimizer.step (default: the loss's)",
-    )
+    """--loss, --metric, --optimizer, --lr-scheduler and --train-step: users' own code."""
+    for flag, help_ in _OBJECTIVE_FLAGS.items():
+        p.add_argument(flag, metavar="IMPORT_PATH", help=help_)
 
 
 def objective_kwargs(args: Any) -> Dict[str, Any]:
@@ -157,7 +139,6 @@ def add_objective_choice(p: Any) -> None:
     p.add_argument(
         "--energy-budget-j",
         type=positive_float,
-        default=None,
         metavar="J",
         help="a battery: the fastest configuration whose predicted energy to the target "
         "fits this many joules",
@@ -185,9 +166,7 @@ def add_device_args(
         "--sysfs-root", default="/", help="root of the sysfs tree for the jetson backend"
     )
     p.add_argument(
-        "--read-only",
-        action="store_true",
-        help="measure only: never change clocks or power limits",
+        "--read-only", action="store_true", help="measure only: never change clocks or power limits"
     )
     p.add_argument(
         "--allow-clock-control",
@@ -196,7 +175,6 @@ def add_device_args(
     )
     p.add_argument(
         "--helper",
-        default=None,
         metavar="SOCKET",
         help="lock clocks through the undercap-helper at this socket (default: "
         "$UNDERCAP_HELPER, else /run/undercap/helper.sock where it exists)",
@@ -223,8 +201,7 @@ def print_json(obj: Any) -> None:
 
 def training_exit_code(result: Any) -> int:
     """0 when the training reached its target; else say how close it came on stderr and
-    return EXIT_TARGET_NOT_REACHED, so scripts can tell a miss from success and from a
-    user error (2)."""
+    return EXIT_TARGET_NOT_REACHED, which scripts tell from success and a user error (2)."""
     from undercap.errors import EXIT_OK, EXIT_TARGET_NOT_REACHED
 
     if result.reached:
@@ -236,13 +213,11 @@ def training_exit_code(result: Any) -> int:
 def add_shape_args(
     p: Any, *, context_default: Optional[int] = 64, context_help: str = "64"
 ) -> None:
-    """Where data files are and the shape a model takes them in (every command that
-    loads data), with --task."""
-    p.add_argument("--data-dir", default=None, help="folder relative dataset files are under")
+    """--data-dir, --input-shape, --context and --task, for every command that loads data."""
+    p.add_argument("--data-dir", help="folder relative dataset files are under")
     p.add_argument(
         "--input-shape",
         type=shape,
-        default=None,
         help="resize images to this shape, e.g. 3x32x32 (default: the data's)",
     )
     p.add_argument(
@@ -275,11 +250,9 @@ def add_task_arg(p: Any) -> None:
     p.add_argument(
         "--task",
         choices=TASK_NAMES,
-        default=None,
-        help="your own model's task, where undercap cannot infer it from the model and "
-        "the data: classification (float inputs), next-token, sequence-classification, "
-        "token-classification, masked-lm or seq2seq (token ids in); built-in models "
-        "know theirs",
+        help="your own model's task, where undercap cannot infer it from the model and the data: "
+        "classification (float inputs), next-token, sequence-classification, token-classification, "
+        "masked-lm or seq2seq (token ids in); built-in models know theirs",
     )
 
 
@@ -292,16 +265,14 @@ DETERMINISTIC_HELP = (
 
 
 def add_precision_arg(p: Any, *, auto: bool = True, default: Optional[str] = None) -> None:
-    """--precision: fp32, fp16 or bf16 mixed precision (torch.autocast), or "auto"
-    (every precision the device runs, chosen with (b, f)) where `auto`."""
+    """--precision: fp32, fp16 or bf16 mixed precision (torch.autocast), and "auto" if `auto`."""
     choices = [*defaults.PRECISIONS, *(["auto"] if auto else [])]
     shown = default or defaults.PRECISION
     p.add_argument(
         "--precision",
         choices=choices,
         default=default,
-        help="the arithmetic to train in: fp32, or mixed precision in fp16 (loss-scaled) or "
-        "bf16"
+        help="the arithmetic to train in: fp32, or mixed precision in fp16 (loss-scaled) or bf16"
         + (", or auto: every precision the device runs, chosen with (b, f)" if auto else "")
         + f" (default {shown})",
     )
@@ -323,7 +294,6 @@ def add_slice_args(p: Any, *, of: str) -> None:
     p.add_argument(
         "--proxy-slice",
         type=share,
-        default=None,
         metavar="PCT",
         help=f"estimate r(b) on this share of {of} training split, e.g. "
         f"{100 * defaults.SLICE_FRACTION:g}%%: class-balanced, with its own 80/20 held-out "

@@ -22,7 +22,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON list of device infos")
     p.add_argument(
         "--sysfs-root",
-        default=None,
         metavar="DIR",
         help="root of a Jetson's filesystem (the folder holding sys/; default /)",
     )
@@ -37,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--no-nvml", dest="nvml", action="store_false", help="do not query NVML")
     p.add_argument(
         "--helper",
-        default=None,
         metavar="SOCKET",
         help="the undercap-helper socket clock control would go through (default: "
         "$UNDERCAP_HELPER, else /run/undercap/helper.sock where it exists)",
@@ -51,16 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Runs end by restoring the settings themselves; this is for SIGKILL, crashes "
         "and power loss. Without options, every state file in the state folder is replayed.",
     )
-    r.add_argument("--device", default=None, help="jetson or nvml:<index>")
+    r.add_argument("--device", help="jetson or nvml:<index>")
     r.add_argument("--sysfs-root", default="/", metavar="DIR", help="jetson: filesystem root")
-    r.add_argument("--state-file", type=Path, default=None, metavar="F", help="replay this file")
+    r.add_argument("--state-file", type=Path, metavar="F", help="replay this file")
     r.add_argument(
         "--force", action="store_true", help="restore even if the run that wrote it still runs"
     )
     r.set_defaults(func=cmd_restore)
 
 
-# --- devices ----------------------------------------------------------------------------
 def cmd_devices(args: argparse.Namespace) -> int:
     from undercap.devices import discover
     from undercap.report.devices import format_devices
@@ -73,7 +70,6 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- restore ----------------------------------------------------------------------------
 def cmd_restore(args: argparse.Namespace) -> int:
     from undercap.devices import replay, state_files
     from undercap.devices.state import state_dir

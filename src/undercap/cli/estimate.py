@@ -23,7 +23,7 @@ from undercap.cli.common import (
     positive_int,
     shaped_data,
 )
-from undercap.cli.outputs import declare_outputs
+from undercap.cli.outputs import add_output
 
 
 def seeds_arg(text: str) -> list[int]:
@@ -51,7 +51,6 @@ def add_executor_args(p: Any) -> None:
     )
     p.add_argument(
         "--ray-address",
-        default=None,
         metavar="ADDR",
         help="with --executor ray: join this cluster (HOST:PORT of its head, ray://HOST:PORT, "
         "or auto); default: start a local Ray and stop it at the end",
@@ -75,13 +74,11 @@ def _add_data_args(
     p.add_argument(
         "--limit",
         type=positive_int,
-        default=None,
         help="use at most this many samples of the dataset (quick runs)",
     )
     p.add_argument(
         "--split",
         choices=("paper", "official"),
-        default=None,
         help="paper: seeded 80/20 (text 90/10); official: the format's own "
         "(default: official where the format has one)",
     )
@@ -93,23 +90,19 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lr",
         type=positive_float,
-        default=None,
         help="learning rate (estimate: at the largest batch; default: the model's)",
     )
     p.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N] (default auto)")
     p.add_argument(
         "--eval-max-samples",
         type=positive_int,
-        default=None,
         help="evaluate on at most N test samples (default: the whole test split)",
     )
     p.add_argument(
         "--threads",
         type=positive_int,
-        default=None,
-        help="torch threads (estimate: per job; default: the cores, split between --jobs "
-        "workers; 1 is fastest on a busy machine; with --executor ray: CPUs per run, "
-        "default 1)",
+        help="torch threads (estimate: per job; default: the cores, split between --jobs workers; "
+        "1 is fastest on a busy machine; with --executor ray: CPUs per run, default 1)",
     )
     add_objective_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -125,13 +118,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_data_args(p, default=None)
     budget = p.add_mutually_exclusive_group()
     budget.add_argument(
-        "--epochs",
-        type=positive_float,
-        default=None,
-        help="passes over the training split (default 5)",
+        "--epochs", type=positive_float, help="passes over the training split (default 5)"
     )
     budget.add_argument(
-        "--max-samples", type=positive_int, default=None, help="training samples instead of epochs"
+        "--max-samples", type=positive_int, help="training samples instead of epochs"
     )
     p.add_argument(
         "--batch-size",
@@ -140,23 +130,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"default {defaults.PRETRAIN_BATCH_SIZE}",
     )
     p.add_argument(
-        "--eval-every",
-        type=positive_int,
-        default=None,
-        help="evaluate every N samples (default: once per epoch)",
+        "--eval-every", type=positive_int, help="evaluate every N samples (default: once per epoch)"
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-o", "--output", type=Path, required=True, help="weights file to write")
-    p.set_defaults(func=cmd_pretrain)
-    declare_outputs(p, files=("output",))
+    add_output(p, "weights file to write", cmd_pretrain, files=("output",))
 
     e = sub.add_parser(
         "estimate",
         help="estimate r(b) = N(b)/N(b_max) on a proxy dataset",
-        description="Train the same (pre-trained) model with every batch size "
-        "and several seeds to the target accuracy; write the efficiency "
-        "artifact. Finished runs are kept in the work dir, so an interrupted "
-        "estimate resumes where it stopped.",
+        description="Train the same (pre-trained) model with every batch size and several seeds to "
+        "the target accuracy; write the efficiency artifact. Finished runs are kept in the work "
+        "dir, so an interrupted estimate resumes where it stopped.",
     )
     _add_data_args(e, default="digits", several=True)
     e.add_argument(
@@ -173,15 +157,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     target = e.add_mutually_exclusive_group()
     target.add_argument(
-        "--target-accuracy",
-        type=fraction,
-        default=None,
-        help="absolute target test accuracy, e.g. 0.9",
+        "--target-accuracy", type=fraction, help="absolute target test accuracy, e.g. 0.9"
     )
     target.add_argument(
         "--target-fraction",
         type=fraction,
-        default=None,
         help="target = this fraction of the best accuracy the largest batch "
         f"reaches within the budget (default {defaults.ESTIMATE_TARGET_FRACTION})",
     )
@@ -202,29 +182,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--eval-schedule",
         choices=("sparse", "dense"),
         default=defaults.ESTIMATE_EVAL_SCHEDULE,
-        help="sparse: look at each --eval-every point sequentially, stopping once the "
-        "scored part of the held-out split rules the target out, and jump ahead far from "
-        "it (same N(b) as dense, a fraction of the evaluations); dense: the whole split "
-        "at every point, every curve point kept "
-        f"(default {defaults.ESTIMATE_EVAL_SCHEDULE})",
+        help="sparse: look at each --eval-every point sequentially, stopping once the scored part "
+        "of the held-out split rules the target out, and jump ahead far from it (same N(b) as "
+        "dense, a fraction of the evaluations); dense: the whole split at every point, every curve "
+        f"point kept (default {defaults.ESTIMATE_EVAL_SCHEDULE})",
     )
     e.add_argument(
         "--screen-samples",
         type=positive_int,
-        default=None,
-        help="sparse only (an error with --eval-schedule dense): a look checks its "
-        "verdict every N held-out samples "
-        f"(default {defaults.ESTIMATE_CHECK_SAMPLES}, or four checks on a split too small "
-        "for four of those; on a GPU at least 512, its evaluation batch)",
+        help="sparse only (an error with --eval-schedule dense): a look checks its verdict every N "
+        f"held-out samples (default {defaults.ESTIMATE_CHECK_SAMPLES}, or four checks on a split "
+        "too small for four of those; on a GPU at least 512, its evaluation batch)",
     )
     add_slice_args(e, of="each --dataset's")
     add_precision_arg(e, auto=False)
-    e.add_argument(
-        "--weight-decay", type=float, default=None, help="default 0 for Adam, 0.01 for AdamW"
-    )
+    e.add_argument("--weight-decay", type=float, help="default 0 for Adam, 0.01 for AdamW")
     e.add_argument(
         "--pretrained",
-        default=None,
         help="weights from `undercap pretrain` "
         "(default: a seeded random init, the same for every run)",
     )
@@ -238,7 +212,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--plateau-patience",
         type=positive_int,
-        default=None,
         help="with --target-fraction: end the largest batch's reference runs after "
         "N evaluations without a new best (default: run the whole budget)",
     )
@@ -250,21 +223,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_executor_args(e)
     e.add_argument(
-        "--work-dir",
-        type=Path,
-        default=None,
-        help="where finished runs are kept (default OUTPUT.runs/)",
+        "--work-dir", type=Path, help="where finished runs are kept (default OUTPUT.runs/)"
     )
     e.add_argument("--fresh", action="store_true", help="discard finished runs in the work dir")
-    e.add_argument("-o", "--output", type=Path, required=True, help="efficiency JSON to write")
-    e.set_defaults(func=cmd_estimate)
-    declare_outputs(e, files=("output",), folders=("work_dir",))
+    add_output(
+        e, "efficiency JSON to write", cmd_estimate, files=("output",), folders=("work_dir",)
+    )
 
     q = sub.add_parser("plot-efficiency", help="plot accuracy curves and r(b) of an estimate")
     q.add_argument("efficiency", type=Path)
-    q.add_argument("-o", "--output", type=Path, required=True, help="image to write (.png)")
-    q.set_defaults(func=cmd_plot_efficiency)
-    declare_outputs(q, files=("output",))
+    add_output(q, "image to write (.png)", cmd_plot_efficiency, files=("output",))
 
 
 def _data_spec(args: argparse.Namespace, dataset: str) -> Any:

@@ -16,7 +16,7 @@ from undercap.cli.common import (
     print_json,
     training_exit_code,
 )
-from undercap.cli.outputs import declare_outputs
+from undercap.cli.outputs import add_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fleet", type=Path, required=True, help="fleet file (TOML, docs/fleet.md)")
     p.add_argument("--model", default="small-cnn", help="model (default small-cnn)")
     p.add_argument("--dataset", default="digits", help="data the fleet trains on (default digits)")
-    p.add_argument("--data-dir", default=None, help="where --dataset's files are")
-    p.add_argument("--limit", type=positive_int, default=None, help="use at most N samples")
+    p.add_argument("--data-dir", help="where --dataset's files are")
+    p.add_argument("--limit", type=positive_int, help="use at most N samples")
     p.add_argument(
         "--efficiency",
         type=Path,
@@ -55,16 +55,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--round-samples",
         type=positive_float,
-        default=None,
         metavar="N",
         help="work per round in b_max-equivalent samples (default: the training set once)",
     )
     p.add_argument("--max-rounds", type=positive_int, default=50)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--lr", type=positive_float, default=None, help="local LR at the largest batch")
+    p.add_argument("--lr", type=positive_float, help="local LR at the largest batch")
     p.add_argument("--local-optimizer", choices=("adam", "sgd"), default="adam")
     p.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (FedNova's a_i)")
-    p.add_argument("--power-margin-w", type=float, default=None, metavar="W")
+    p.add_argument("--power-margin-w", type=float, metavar="W")
     p.add_argument(
         "--backend",
         choices=("ray", "inprocess"),
@@ -72,12 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="ray: Flower's simulation runtime (default); inprocess: the same apps in "
         "this process, no Ray",
     )
-    p.add_argument("--cache-dir", default=None, help="node profiles cache (default OUT/cache)")
+    p.add_argument("--cache-dir", help="node profiles cache (default OUT/cache)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.add_argument("-o", "--output", type=Path, required=True, help="results folder")
-    p.set_defaults(func=cmd_fleet)
-    declare_outputs(p, folders=("output", "cache_dir"), locked=("output",))
+    add_output(p, "results folder", cmd_fleet, folders=("output", "cache_dir"), locked=("output",))
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -87,9 +84,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     from undercap.fleet.report import summary_text
     from undercap.fleet.simulation import run_fleet
 
-    cfg = _config(args)
     result = run_fleet(
-        cfg,
+        _config(args),
         args.output,
         backend=args.backend,
         progress=not args.no_progress,
@@ -116,13 +112,12 @@ def _config(args: argparse.Namespace) -> Any:
             f"{args.efficiency} is r(b) of {eff.model}, not {args.model}; estimate it for "
             f"{args.model} (undercap estimate --model {args.model})"
         )
-    rel = {int(b): float(r) for b, r in eff.relative.items()}
     return FleetConfig(
         fleet=load_fleet(args.fleet),
         model=args.model,
         data=DataSpec(args.dataset, data_dir=args.data_dir, limit=args.limit),
         target_accuracy=args.target_accuracy,
-        relative=rel,
+        relative={int(b): float(r) for b, r in eff.relative.items()},
         mode=args.plan,
         partition=args.partition,
         round_work=args.round_samples,

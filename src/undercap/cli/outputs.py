@@ -5,7 +5,8 @@ nothing on disk."""
 
 import argparse
 import contextlib
-from typing import Any, Iterator, List, Tuple
+from pathlib import Path
+from typing import Any, Callable, Iterator, List, Tuple
 
 
 def declare_outputs(
@@ -18,6 +19,14 @@ def declare_outputs(
     """Name a command's outputs (argument dests): files and folders are checked before
     the command runs (`held_outputs`), the `locked` folders held for its whole run."""
     p.set_defaults(output_files=files, output_folders=folders, locked_folders=locked)
+
+
+def add_output(p: Any, what: str, func: Callable[..., int], **outputs: Tuple[str, ...]) -> None:
+    """A command's last flag, the required -o/--output (`what` it writes), then the
+    function the command runs and its `outputs` (declare_outputs's keywords)."""
+    p.add_argument("-o", "--output", type=Path, required=True, help=what)
+    p.set_defaults(func=func)
+    declare_outputs(p, **outputs)
 
 
 @contextlib.contextmanager

@@ -41,14 +41,11 @@ def torch_numpy_mismatch(torch_version: Optional[str], numpy_version: Optional[s
     if not torch_version or not numpy_version:
         return ""
     torch_rel, numpy_rel = _release(torch_version), _release(numpy_version)
-    if not torch_rel or not numpy_rel or numpy_rel[0] < 2:
-        return ""
-    if torch_rel[:2] >= TORCH_NUMPY2_SINCE:
+    if not (torch_rel and numpy_rel) or numpy_rel[0] < 2 or torch_rel[:2] >= TORCH_NUMPY2_SINCE:
         return ""
     return (
-        f"torch {torch_version} cannot use the installed numpy {numpy_version} "
-        "(it was built against numpy 1.x); torch builds before 2.3 need numpy 1.x: "
-        "pip install 'numpy<2'"
+        f"torch {torch_version} cannot use the installed numpy {numpy_version} (it was built "
+        "against numpy 1.x); torch builds before 2.3 need numpy 1.x: pip install 'numpy<2'"
     )
 
 

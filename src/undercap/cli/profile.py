@@ -19,7 +19,7 @@ from undercap.cli.common import (
     positive_int,
     shape,
 )
-from undercap.cli.outputs import declare_outputs
+from undercap.cli.outputs import add_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,27 +34,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--input-shape",
         type=shape,
-        default=None,
         help="per-sample input shape, e.g. 3x32x32 (default: the model's)",
     )
     p.add_argument(
         "--num-classes",
         type=positive_int,
-        default=None,
         help="classes of the target task (default 10; vocabulary size for text)",
     )
     add_task_arg(p)
     p.add_argument(
         "--batch-sizes",
         type=int_list,
-        default=None,
         help="e.g. 8..512 (powers of two) or 16,32,64 (default 8..512; "
         "batch sizes that do not fit in memory are skipped)",
     )
     p.add_argument(
         "--power-limit",
         type=positive_float,
-        default=None,
         metavar="W",
         help="use the paper's efficient sweep for this limit (Sec. 4.1)",
     )
@@ -62,7 +58,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--efficiency",
         type=Path,
-        default=None,
         help="efficiency JSON (undercap estimate): with --power-limit, skip batch sizes that "
         "provably cannot win under its r(b) (the profile then answers for this r(b) only)",
     )
@@ -71,7 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--freqs-mhz",
         type=float_list,
-        default=None,
         help="only these frequencies (snapped to the device's steps)",
     )
     p.add_argument(
@@ -98,38 +92,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("-o", "--output", type=Path, required=True, help="profile JSON to write")
-    p.set_defaults(func=cmd_profile)
-    declare_outputs(p, files=("output",))
+    add_output(p, "profile JSON to write", cmd_profile, files=("output",))
 
     q = sub.add_parser(
         "plot-profile",
         help="plot time vs power for every (b, f) with the feasible region (Figure 1)",
     )
     q.add_argument("profile", type=Path)
-    q.add_argument("--power-limit", type=positive_float, default=None, metavar="W")
+    q.add_argument("--power-limit", type=positive_float, metavar="W")
     q.add_argument(
         "--efficiency",
         type=Path,
-        default=None,
         help="efficiency artifact: mark the configuration undercap selects",
     )
     q.add_argument(
         "--safe-freq-mhz",
         type=positive_float,
-        default=None,
         help="Baseline 1's safe frequency (default: derived from this profile alone; "
         "`undercap compare` derives it from every supported model)",
     )
     q.add_argument(
         "--precision",
         choices=list(defaults.PRECISIONS),
-        default=None,
         help="plot this precision's rows (default: the profile's, fp32 where it has several)",
     )
-    q.add_argument("-o", "--output", type=Path, required=True, help="PNG to write")
-    q.set_defaults(func=cmd_plot_profile)
-    declare_outputs(q, files=("output",))
+    add_output(q, "PNG to write", cmd_plot_profile, files=("output",))
 
 
 def cmd_profile(args: argparse.Namespace) -> int:

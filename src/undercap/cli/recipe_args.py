@@ -31,11 +31,7 @@ from undercap.cli.estimate import add_executor_args, seeds_arg
 def add_data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--model", required=True, help=MODEL_HELP)
-    g.add_argument(
-        "--target",
-        required=True,
-        help="the dataset to train on: " + DATA_HELP,
-    )
+    g.add_argument("--target", required=True, help="the dataset to train on: " + DATA_HELP)
     add_shape_args(g)
     types = {"proxy": (per_proxy(positive_int), per_proxy(integer))}  # one, or one a --proxy
     for role in ("proxy", "target", "pretrain"):
@@ -43,7 +39,6 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         g.add_argument(
             f"--{role}-limit",
             type=limit_type,
-            default=None,
             help=f"use a class-balanced subset of this many {role} training samples",
         )
         g.add_argument(
@@ -54,37 +49,29 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
         )
     g.add_argument(
         "--pretrain",
-        default=None,
         metavar="SPEC",
         help="pre-train on this dataset first; estimates and device runs start from those weights",
     )
     g.add_argument(
         "--pretrain-samples",
         type=positive_int,
-        default=None,
         help="pre-training budget in samples (default 5 epochs)",
     )
     g.add_argument(
         "--pretrained",
-        default=None,
         metavar="WEIGHTS",
         help="start from these weights (from `undercap pretrain`)",
     )
 
 
 def _add_estimate_args(g: argparse._ArgumentGroup) -> None:
-    """How the recipe's r(b) estimates run: their seeds and target, in parallel or on
-    Ray, and where finished runs are kept."""
+    """The r(b) estimates' seeds and target, their jobs or Ray, and where runs are kept."""
     g.add_argument(
-        "--estimate-seeds",
-        type=seeds_arg,
-        default=None,
-        help="seeds of the r(b) estimates, e.g. 3 or 0,1,2",
+        "--estimate-seeds", type=seeds_arg, help="seeds of the r(b) estimates, e.g. 3 or 0,1,2"
     )
     g.add_argument(
         "--proxy-accuracy",
         type=fraction,
-        default=None,
         help="target accuracy on the proxy (default: the target's)",
     )
     g.add_argument(
@@ -94,7 +81,6 @@ def _add_estimate_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--cache-dir",
         type=Path,
-        default=None,
         help="cache of profiles, estimates and runs (default OUTPUT/cache)",
     )
 
@@ -121,24 +107,20 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
         f"(default {defaults.RECIPE_EVAL_EVERY_SAMPLES})",
     )
     g.add_argument(
-        "--eval-max-samples",
-        type=positive_int,
-        default=None,
-        help="evaluate on at most this many test samples",
+        "--eval-max-samples", type=positive_int, help="evaluate on at most this many test samples"
     )
     g.add_argument(
         "--eval-schedule",
         choices=("sparse", "dense"),
         default="sparse",
-        help="sparse: the estimates stop each look once the scored part of the held-out "
-        "split rules the target out, and the device run looks less often far from it (the same N(b) and time "
-        "to accuracy, a fraction of the evaluations); dense: the whole split at every "
+        help="sparse: the estimates stop each look once the scored part of the held-out split "
+        "rules the target out, and the device run looks less often far from it (the same N(b) "
+        "and time to accuracy, a fraction of the evaluations); dense: the whole split at every "
         "point, every curve point kept (default sparse)",
     )
     g.add_argument(
         "--lr",
         type=positive_float,
-        default=None,
         help="learning rate at the largest batch (default: the model's)",
     )
     g.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
@@ -195,22 +177,10 @@ def add_proxy_arg(p: argparse.ArgumentParser, *, required: bool) -> None:
         "--proxy",
         action="append",
         required=required,
-        default=None,
         help="dataset r(b) is estimated on"
         + ("" if required else " (not needed with --efficiency)")
         + "; repeat it for several proxies (then the ensemble rule: Algorithm 1 on the median "
         "r(b); --proxy-limit and --proxy-split-seed take one value or one per proxy)",
-    )
-
-
-def add_efficiency_arg(p: argparse.ArgumentParser) -> None:
-    """run's --efficiency, repeatable."""
-    p.add_argument(
-        "--efficiency",
-        action="append",
-        default=None,
-        help="reuse this efficiency artifact; repeat it (or give an efficiency set) for "
-        "several proxies",
     )
 
 

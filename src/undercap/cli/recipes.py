@@ -23,7 +23,7 @@ from undercap.cli.common import (
     training_exit_code,
 )
 from undercap.cli.estimate import seeds_arg
-from undercap.cli.outputs import declare_outputs
+from undercap.cli.outputs import add_output
 from undercap.cli.recipe_args import add_data_args, add_training_args
 
 
@@ -42,7 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--power-limit",
         type=fixed_cap,
-        default=None,
         metavar="W",
         help="power limit in W, or 'none' (required unless --power-schedule/--power-source)",
     )
@@ -57,11 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--proxy-fraction",
         type=fraction,
-        default=None,
         help="proxy target as a fraction of the largest batch's best accuracy",
     )
-    R.add_efficiency_arg(r)
-    r.add_argument("--profile", default=None, help="reuse this profile")
+    r.add_argument(
+        "--efficiency",
+        action="append",
+        help="reuse this efficiency artifact; repeat it (or give an efficiency set) for "
+        "several proxies",
+    )
+    r.add_argument("--profile", help="reuse this profile")
     r.add_argument(
         "--full-profile",
         action="store_true",
@@ -71,9 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_precision_arg(r)
     add_removed_flags(r)
     add_training_args(r)
-    r.add_argument("-o", "--output", type=Path, required=True, help="results folder")
-    r.set_defaults(func=cmd_run)
-    declare_outputs(r, folders=("output", "cache_dir"), locked=("output",))
+    add_output(r, "results folder", cmd_run, folders=("output", "cache_dir"), locked=("output",))
 
     c = sub.add_parser(
         "compare",
@@ -100,18 +101,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     tgt = c.add_mutually_exclusive_group(required=True)
     tgt.add_argument(
-        "--target-accuracy",
-        type=fraction,
-        default=None,
-        help="absolute target accuracy on the target (e.g. 0.9)",
+        "--target-accuracy", type=fraction, help="absolute target accuracy on the target (e.g. 0.9)"
     )
     tgt.add_argument(
         "--target-fraction",
         type=fraction,
-        default=None,
         help="target = this fraction of the largest batch's best accuracy (on each dataset)",
     )
-    c.add_argument("--profile", default=None, help="reuse this profile of the model")
+    c.add_argument("--profile", help="reuse this profile of the model")
     c.add_argument(
         "--safe-profiles",
         default="",
@@ -126,12 +123,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the baselines' arithmetic (default fp32, as the paper's)",
     )
     add_training_args(c)
-    c.add_argument("-o", "--output", type=Path, required=True, help="results folder")
-    c.set_defaults(func=cmd_compare)
-    declare_outputs(c, folders=("output", "cache_dir"), locked=("output",))
+    add_output(
+        c, "results folder", cmd_compare, folders=("output", "cache_dir"), locked=("output",)
+    )
 
 
-# --- shared set-up ----------------------------------------------------------------
 def _spec(args: argparse.Namespace, role: str, dataset: str) -> Any:
     limit, seed = getattr(args, f"{role}_limit"), getattr(args, f"{role}_split_seed")
     return shaped_data(args, dataset, limit=limit, seed=seed, task=args.task)
@@ -212,7 +208,6 @@ def _shared(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-# --- commands ---------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     from undercap.errors import UndercapError
     from undercap.recipes.run import RunConfig, run

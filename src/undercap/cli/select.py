@@ -8,12 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from undercap.cli.cap_args import add_margin_arg
-from undercap.cli.common import (
-    add_objective_choice,
-    add_precision_arg,
-    positive_float,
-    print_json,
-)
+from undercap.cli.common import add_objective_choice, add_precision_arg, positive_float, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +34,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--safe-freq-mhz",
         type=positive_float,
-        default=None,
         metavar="F",
         help="the baselines' fixed safe frequency (default: derived from this profile alone; "
         "the paper uses the highest frequency safe for every supported model)",
@@ -47,7 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--proxy-efficiency",
         type=Path,
-        default=None,
         metavar="E2",
         help="efficiency JSON Baseline 2 picks its batch size from (default: --efficiency)",
     )

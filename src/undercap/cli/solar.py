@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from undercap.cli.common import positive_float
-from undercap.cli.outputs import declare_outputs
+from undercap.cli.outputs import add_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,20 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--device-max-w",
         type=positive_float,
-        default=None,
         help="never cap above this (the device's maximum draw)",
     )
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument(
         "--compress",
         type=positive_float,
-        default=None,
         help="day seconds per schedule second (60: a minute of the day is a second)",
     )
     g.add_argument(
         "--duration-s",
         type=positive_float,
-        default=None,
         help="fit the daylight hours into this many seconds of training",
     )
     p.add_argument(
@@ -67,10 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the whole day, night included, repeating day after day (training that "
         "outlasts a day waits for the next sunrise)",
     )
-    p.add_argument("--plot", type=Path, default=None, help="also draw the schedule (PNG)")
-    p.add_argument("-o", "--output", type=Path, required=True, help="schedule CSV to write")
-    p.set_defaults(func=cmd_solar)
-    declare_outputs(p, files=("output", "plot"))
+    p.add_argument("--plot", type=Path, help="also draw the schedule (PNG)")
+    add_output(p, "schedule CSV to write", cmd_solar, files=("output", "plot"))
 
 
 def cmd_solar(args: argparse.Namespace) -> int:

@@ -47,14 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_device_args(p, default=None, default_text=f"the selection's device, else {defaults.DEVICE}")
     g = p.add_argument_group("what to train")
-    g.add_argument(
-        "--model",
-        default=None,
-        help=MODEL_HELP + " (default: the selection's)",
-    )
+    g.add_argument("--model", help=MODEL_HELP + " (default: the selection's)")
     g.add_argument(
         "--dataset",
-        default=None,
         help="target data: " + DATA_HELP + " (default: the data of the `run` the "
         "selection came from)",
     )
@@ -62,13 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--limit",
         type=positive_int,
-        default=None,
         help="use at most this many samples of the dataset (quick runs)",
     )
     g.add_argument(
         "--pretrained",
         type=Path,
-        default=None,
         help="weights from `undercap pretrain` to fine-tune (default: the selection's, "
         "else a random init)",
     )
@@ -76,21 +69,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--from-selection",
         type=Path,
-        default=None,
         help="selection from `undercap select --json`, `run` or `compare`: batch size, "
         "frequency, power limit, LR scaling and (from `run`) how it trained",
     )
-    c.add_argument("--batch-size", type=positive_int, default=None)
+    c.add_argument("--batch-size", type=positive_int)
     c.add_argument(
         "--profile",
         type=Path,
-        default=None,
         help="with a changing cap: the profile to re-select from (default: the selection's)",
     )
     c.add_argument(
         "--efficiency",
         type=Path,
-        default=None,
         help="with a changing cap: r(b) to re-select with (default: the selection's)",
     )
     add_schedule_args(c)
@@ -98,25 +88,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--freq-mhz",
         type=positive_float,
-        default=None,
         help="GPU frequency to lock (default: leave the clocks as they are)",
     )
     c.add_argument(
         "--power-limit",
         type=positive_float,
-        default=None,
         help="power limit in W the guard enforces (default: the selection's)",
     )
     c.add_argument(
         "--lr",
         type=positive_float,
-        default=None,
         help="learning rate at the largest batch (default: the estimate's or model's)",
     )
     c.add_argument(
         "--max-batch-size",
         type=positive_int,
-        default=None,
         help="largest batch of the estimate, for sqrt LR scaling "
         "(default: the selection's estimate, else --batch-size)",
     )
@@ -124,41 +110,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--target-accuracy",
         type=fraction,
-        default=None,
         help="stop at this test accuracy (default: the selection's run's)",
     )
     r.add_argument(
         "--max-samples",
         type=positive_int,
-        default=None,
         help="stop after this many samples if the target is not reached "
         f"(default: the selection's, else {defaults.TRAIN_MAX_SAMPLES})",
     )
     r.add_argument(
         "--eval-every",
         type=positive_int,
-        default=None,
         help="evaluate every this many training samples "
         f"(default: the selection's, else {defaults.TRAIN_EVAL_EVERY_SAMPLES})",
     )
     r.add_argument(
-        "--eval-max-samples",
-        type=positive_int,
-        default=None,
-        help="evaluate on at most this many test samples",
+        "--eval-max-samples", type=positive_int, help="evaluate on at most this many test samples"
     )
     r.add_argument(
         "--eval-schedule",
         choices=("sparse", "dense"),
-        default=None,
-        help="sparse: far from the target look less often, and stop a look once the part "
-        "of the held-out split scored rules the target out (the same time to accuracy, a "
-        "fraction of the evaluation time); dense: the whole split at every --eval-every "
-        "point "
-        f"(default: the selection's, else {defaults.TRAIN_EVAL_SCHEDULE})",
+        help="sparse: far from the target look less often, and stop a look once the part of the "
+        "held-out split scored rules the target out (the same time to accuracy, a fraction of the "
+        "evaluation time); dense: the whole split at every --eval-every point (default: the "
+        f"selection's, else {defaults.TRAIN_EVAL_SCHEDULE})",
     )
-    r.add_argument("--seed", type=int, default=None, help="default: the selection's, else 0")
-    r.add_argument("--checkpoint-dir", type=Path, default=None)
+    r.add_argument("--seed", type=int, help="default: the selection's, else 0")
+    r.add_argument("--checkpoint-dir", type=Path)
     r.add_argument(
         "--checkpoint-every-s",
         type=positive_float,
@@ -166,7 +144,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"checkpoint every this many device seconds of training "
         f"(default {defaults.CHECKPOINT_EVERY_S:g})",
     )
-    r.add_argument("--checkpoint-every-samples", type=positive_int, default=None)
+    r.add_argument("--checkpoint-every-samples", type=positive_int)
     r.add_argument(
         "--resume", action="store_true", help="continue the run checkpointed in --checkpoint-dir"
     )
@@ -184,18 +162,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--precision",
         choices=list(defaults.PRECISIONS),
-        default=None,
         help="fp32, or mixed precision in fp16 (loss-scaled) or bf16 (default: the "
         "selection's, else fp32)",
     )
     add_objective_args(r)
     add_margin_arg(r)  # used where train selects: a changing cap re-selects (b, f)
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    r.add_argument("-o", "--output", type=Path, default=None, help="write the result JSON here")
+    r.add_argument("-o", "--output", type=Path, help="write the result JSON here")
     r.add_argument(
         "--eval-log",
         type=Path,
-        default=None,
         metavar="FILE",
         help="log every evaluation (samples, device time, energy, accuracy, power) to this "
         ".csv or .jsonl file (a fresh run starts it over; --resume keeps it to the checkpoint)",
@@ -203,7 +179,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--tensorboard-dir",
         type=Path,
-        default=None,
         metavar="DIR",
         help="also write every evaluation as TensorBoard scalars here (pip install "
         "'undercap[tensorboard]')",

@@ -6,15 +6,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-# The data flags `train --from-selection` honours over the selection's own data (a
-# selection made on a server and copied to a board points at the server's files).
-DATA_FLAGS = (
-    ("data_dir", "--data-dir"),
-    ("input_shape", "--input-shape"),
-    ("context", "--context"),
-    ("limit", "--limit"),
-    ("task", "--task"),
-)
+# The data flags (their dests) `train --from-selection` honours over the selection's own
+# data (a selection made on a server and copied to a board points at the server's files).
+DATA_FLAGS = ("data_dir", "input_shape", "context", "limit", "task")
 
 
 def data_spec(
@@ -50,8 +44,8 @@ def _selection_data(args: argparse.Namespace, data: Dict[str, Any]) -> Any:
 
     d = dict(data)
     d["input_shape"] = tuple(d["input_shape"]) if d.get("input_shape") else None
-    given = [flag for key, flag in DATA_FLAGS if getattr(args, key) is not None]
-    d.update({k: getattr(args, k) for k, _ in DATA_FLAGS if getattr(args, k) is not None})
+    given = {k: getattr(args, k) for k in DATA_FLAGS if getattr(args, k) is not None}
+    d.update(given)
     spec = DataSpec(**d)
     if spec.data_dir is not None and not Path(spec.data_dir).is_dir():
         raise UndercapError(
@@ -59,6 +53,7 @@ def _selection_data(args: argparse.Namespace, data: Dict[str, Any]) -> Any:
             "pass --data-dir DIR (where the target data is on this machine)"
         )
     where = f" under {Path(spec.data_dir).resolve()}" if spec.data_dir else ""
-    how = f"{', '.join(given)} from the command line" if given else "all from the selection"
+    flags = ", ".join("--" + k.replace("_", "-") for k in given)
+    how = f"{flags} from the command line" if given else "all from the selection"
     print(f"data: {spec.label}{where} ({how})", file=sys.stderr)
     return spec

@@ -1,6 +1,6 @@
 """Datasets in the formats users have on disk, plus a bundled zero-download default.
 
-`load_dataset(spec, data_dir=..., input_shape=...)` returns a `Splits` (datasets/base.py).
+`load_dataset(spec, data_dir=..., input_shape=...)` returns a `Splits` (data/base.py).
 
 Specs (relative paths are resolved under `data_dir`, default the current directory):
     digits              scikit-learn's bundled 8x8 digits (1797 images, 10 classes)
@@ -14,19 +14,16 @@ Specs (relative paths are resolved under `data_dir`, default the current directo
                         your own (train, test) torch datasets (data/user.py)
 The four named formats also take an explicit folder: "cifar10:/data/cifar".
 
-Splits (`split=`):
-    "paper"    the paper's deterministic seeded splits: 80/20 per class for images (of
-               the train part where the format has an official split, so the official
-               test set is never touched), 90/10 of the windows for text.
-    "official" the format's own train/test split (cifar10/100, svhn, mnist,
-               fashion-mnist; npz with x_test/y_test; folder with train/ and test/).
-    None       "official" where the format has one, else "paper".
+Splits (`split=`): "paper", the paper's seeded splits, 80/20 per class for images (of
+the training part where the format has an official split, whose test set is never
+touched) and 90/10 of the windows for text; "official", the format's own (cifar10/100,
+svhn, mnist, fashion-mnist; npz with x_test/y_test; folder with train/ and test/);
+None: "official" where the format has one, else "paper".
 
-Images: float32 (N, C, H, W), mapped to `input_shape` (C, H, W) if given (bilinear
-resize, gray -> colour by replication, colour -> gray by BT.601 luma), normalised per
-channel with train statistics. `limit` keeps a deterministic class-balanced subset of
-at most `limit` training samples and limit // 4 test samples (text: limit training
-windows and limit // 9 test windows), for fast runs.
+Images: float32 (N, C, H, W), mapped to `input_shape` (C, H, W) if given and normalised
+per channel with train statistics (data/transforms.py). `limit` keeps a deterministic
+class-balanced subset of at most `limit` training and limit // 4 test samples (text:
+limit and limit // 9 windows), for fast runs.
 """
 
 import functools
@@ -41,7 +38,9 @@ from undercap.data import text as _text
 from undercap.data import transforms as _tf
 from undercap.data.base import Splits
 from undercap.data.folder import read_folder
+from undercap.data.user import load_user_data
 from undercap.errors import DataError, UndercapError, require
+from undercap.models.user import split as _split_import_path
 
 __all__ = ["DATASET_KINDS", "Splits", "load_dataset", "parse_spec"]
 
@@ -64,15 +63,13 @@ def parse_spec(spec: str) -> Tuple[str, Optional[str]]:
     """ "kind[:arg]" -> (kind, arg); checks the kind and that npz/folder/text/py have an
     arg (for py: an import path)."""
     kind, _, arg = spec.partition(":")
-    if kind.strip().lower() == "py":
-        from undercap.models.user import split
-
+    kind = kind.strip().lower()
+    if kind == "py":
         try:
-            split(arg, "dataset")
+            _split_import_path(arg, "dataset")
         except UndercapError as e:
             raise DataError(f"{e} (py:package.module:factory or py:path/file.py:factory)") from e
         return "py", arg
-    kind = kind.strip().lower()
     if kind not in DATASET_KINDS:
         raise DataError(
             f"unknown dataset {spec!r}; use one of {', '.join(DATASET_KINDS)} "
@@ -125,8 +122,6 @@ def load_dataset(
     check_numpy_bridge()
     kind, arg = parse_spec(spec)
     if kind == "py":
-        from undercap.data.user import load_user_data
-
         return load_user_data(spec, input_shape=input_shape, seed=seed, limit=limit, task=task)
     if split not in (None, "paper", "official"):
         raise DataError(f"unknown split {split!r}; use 'paper' or 'official'")
@@ -140,23 +135,17 @@ def load_dataset(
         paths = [_resolve(a, data_dir) for a in arg.split("+")]  # type: ignore[union-attr]
         return _load_text(spec, paths, context, seed, limit, split)
     shape = tuple(int(s) for s in input_shape) if input_shape is not None else None
-    raw = _read_images(kind, arg, data_dir, shape)
+    raw = _read_images(kind, _resolve(arg, data_dir), shape)
     return _image_splits(spec, raw, shape, seed, limit, split)
 
 
-def _read_images(
-    kind: str,
-    arg: Optional[str],
-    data_dir: Optional[Union[str, Path]],
-    shape: Optional[Tuple[int, ...]],
-) -> _img.RawImages:
+def _read_images(kind: str, path: Path, shape: Optional[Tuple[int, ...]]) -> _img.RawImages:
     if kind == "digits":
         load_digits = require("sklearn.datasets", "digits", "the bundled digits").load_digits
         d = load_digits()  # pixel values 0..16; normalisation makes the scale irrelevant
         return _img.RawImages(
             d.images.astype(np.float32), d.target.astype(np.int64), None, None, 10
         )
-    path = _resolve(arg, data_dir)
     if kind == "npz":
         return _img.read_npz(path)
     if kind in ("cifar10", "cifar100"):
@@ -180,30 +169,22 @@ def _image_splits(
     has_official = raw.x_test is not None
     if split == "official" and not has_official:
         raise DataError(f"{spec} has no official test split; use split='paper' (80/20)")
-    use_official = has_official and split != "paper"
     x, y = raw.x_train, raw.y_train
-    if use_official:
-        tr, te = np.arange(y.size), None
+    if has_official and split != "paper":
+        xt_src, yt_src = raw.x_test, raw.y_test
+        tr, te = np.arange(y.size), np.arange(yt_src.size)
     else:
+        xt_src, yt_src = x, y
         tr, te = _tf.stratified_split(y, 0.8, seed)
     if limit is not None:
         tr = tr[_tf.balanced_subset(y[tr], limit, seed)]
-    xt_src, yt_src = (raw.x_test, raw.y_test) if use_official else (x, y)
-    te = np.arange(yt_src.size) if te is None else te  # type: ignore[union-attr]
-    if limit is not None:
         te = te[_tf.balanced_subset(yt_src[te], max(limit // 4, 1), seed + 1)]  # type: ignore[index]
     x_train = _tf.map_shape(_tf.to_float(_tf.to_nchw(x[tr], spec)), shape)
     x_test = _tf.map_shape(_tf.to_float(_tf.to_nchw(xt_src[te], spec)), shape)  # type: ignore[index]
     x_train, x_test = _tf.normalise(x_train, x_test, shape[0] if shape else None)
-    return Splits(
-        name=spec,
-        kind="image",
-        x_train=x_train,
-        y_train=torch.from_numpy(y[tr].astype(np.int64)),
-        x_test=x_test,
-        y_test=torch.from_numpy(yt_src[te].astype(np.int64)),  # type: ignore[index]
-        num_classes=raw.num_classes,
-    )
+    y_train = torch.from_numpy(y[tr].astype(np.int64))
+    y_test = torch.from_numpy(yt_src[te].astype(np.int64))  # type: ignore[index]
+    return Splits(spec, "image", x_train, y_train, x_test, y_test, raw.num_classes)
 
 
 def _load_text(
@@ -227,13 +208,4 @@ def _load_text(
     x, y = _text.windows(ids, context)
     tr, te = _text.split_windows(x.shape[0], seed, limit=limit)
     tr_t, te_t = torch.from_numpy(tr), torch.from_numpy(te)
-    return Splits(
-        name=spec,
-        kind="text",
-        x_train=x[tr_t],
-        y_train=y[tr_t],
-        x_test=x[te_t],
-        y_test=y[te_t],
-        num_classes=_text.VOCAB_SIZE,
-        vocab=_text.VOCAB,
-    )
+    return Splits(spec, "text", x[tr_t], y[tr_t], x[te_t], y[te_t], _text.VOCAB_SIZE, _text.VOCAB)

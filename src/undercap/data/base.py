@@ -11,15 +11,11 @@ import torch
 class Splits:
     """Train/test tensors for one dataset.
 
-    Images: x float32 (N, C, H, W) normalised, y int64 (N,) class index.
-    Text (character models): x int64 (N, context) token ids, y int64 (N, context)
-    next-token ids; accuracy is per-character.
-    Users' data (`py:` specs): kind "samples" (any input shape, one class label per
-    input), "sequences" (token ids in, one class label per sequence) or "tokens"
-    (token ids in, a label per position). `task_name` is the task when the loader
-    knows it (models/tasks.py; named with --task, or Hugging Face items whose labels
-    say it); `pad_token_id` the id under every zero of the items' attention masks,
-    from which a Hugging Face model's mask is rebuilt (models/hfinputs.py).
+    Images: x float32 (N, C, H, W) normalised, y int64 (N,) class index. Text (character
+    models): x int64 (N, context) token ids, y int64 (N, context) next-token ids;
+    accuracy is per-character. Users' `py:` data: the kinds of data/user.py, `task_name`
+    where the loader knows the task (`--task`, or Hugging Face items' labels), and
+    `pad_token_id`, which rebuilds a Hugging Face model's attention mask (models/hfinputs.py).
     """
 
     name: str
@@ -47,9 +43,7 @@ class Splits:
 
     @property
     def task(self) -> str:
-        """The task the data trains (models/tasks.py): the loader's, else by kind:
-        "next-token" (a label per position, scored per token), "sequence-classification"
-        (token ids, one label each) or "classification"."""
+        """The task the data trains (models/tasks.py): the loader's, else the kind's."""
         if self.task_name:
             return self.task_name
         if self.kind == "sequences":

@@ -23,19 +23,13 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".ti
 _GRAY_MODES = {"1", "L", "LA", "I", "I;16", "F"}
 
 
-def _class_dirs(root: Path) -> List[Path]:
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
 def _list(root: Path, classes: List[str]) -> Tuple[List[Path], List[int]]:
     files, labels = [], []
     for i, c in enumerate(classes):
         d = root / c
-        found = (
-            sorted(p for p in d.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-            if d.is_dir()
-            else []
-        )
+        if not d.is_dir():
+            continue
+        found = sorted(p for p in d.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         files += found
         labels += [i] * len(found)
     return files, labels
@@ -44,13 +38,9 @@ def _list(root: Path, classes: List[str]) -> Tuple[List[Path], List[int]]:
 def _decode(files: List[Path], size_hw: Optional[Tuple[int, int]]) -> np.ndarray:
     Image = require("PIL.Image", "images", "reading image folders")
     images, gray = [], True
+    quiet = len(files) < 2000  # a progress bar for large folders only
     bar = tqdm(
-        files,
-        desc="decoding images",
-        unit="img",
-        file=sys.stderr,
-        disable=len(files) < 2000,
-        leave=False,
+        files, desc="decoding images", unit="img", file=sys.stderr, disable=quiet, leave=False
     )
     for f in bar:
         try:
@@ -74,13 +64,11 @@ def _decode(files: List[Path], size_hw: Optional[Tuple[int, int]]) -> np.ndarray
 def read_folder(root: Path, size_hw: Optional[Tuple[int, int]] = None) -> RawImages:
     if not root.is_dir():
         raise DataError(f"folder: {root} is not a directory; expected DIR/<class>/<images>")
-    split_dirs = [
-        root / "train",
-        next((root / d for d in ("test", "val") if (root / d).is_dir()), None),
-    ]
-    official = split_dirs[0].is_dir() and split_dirs[1] is not None
-    train_root = split_dirs[0] if official else root
-    classes = [p.name for p in _class_dirs(train_root)]
+    test_root = next((root / d for d in ("test", "val") if (root / d).is_dir()), None)
+    official = (root / "train").is_dir() and test_root is not None
+    train_root = root / "train" if official else root
+    class_dirs = (p for p in train_root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    classes = [p.name for p in sorted(class_dirs)]
     files, labels = _list(train_root, classes)
     if not files:
         raise DataError(
@@ -91,9 +79,9 @@ def read_folder(root: Path, size_hw: Optional[Tuple[int, int]] = None) -> RawIma
     size_hw = size_hw or (x.shape[1], x.shape[2])
     xt = yt = None
     if official:
-        test_files, test_labels = _list(split_dirs[1], classes)
+        test_files, test_labels = _list(test_root, classes)
         if not test_files:
-            raise DataError(f"folder: no images under {split_dirs[1]}/<class>/ for the test split")
+            raise DataError(f"folder: no images under {test_root}/<class>/ for the test split")
         xt, yt = _decode(test_files, size_hw), np.asarray(test_labels, dtype=np.int64)
         if xt.ndim != x.ndim:  # one split gray, the other colour: make both colour
             x, xt = (a if a.ndim == 4 else np.repeat(a[..., None], 3, axis=3) for a in (x, xt))

@@ -7,9 +7,8 @@ Every missing or malformed file raises DataError naming the file and what was ex
 Formats:
 * .npz: keys x/y (also images/labels, X/Y, data/labels, x_train/y_train[/x_test/y_test]).
 * CIFAR-10/100 "python version" pickles (Krizhevsky, https://www.cs.toronto.edu/~kriz/cifar.html):
-  dicts with b"data" (N, 3072) uint8 rows in CHW order and b"labels" / b"fine_labels".
-  Unpickled with an allow-list of numpy reconstructors only, so a crafted file
-  cannot run code.
+  dicts with b"data" (N, 3072) uint8 rows in CHW order and b"labels" / b"fine_labels",
+  unpickled with an allow-list of numpy reconstructors only (a crafted file runs no code).
 * SVHN cropped digits (http://ufldl.stanford.edu/housenumbers/): train_32x32.mat /
   test_32x32.mat, X (32, 32, 3, N), y (N, 1) with label 10 meaning digit 0.
 * MNIST / Fashion-MNIST idx files (http://yann.lecun.com/exdb/mnist/), optionally
@@ -199,10 +198,7 @@ def read_svhn(root: Path) -> RawImages:
 
 
 # --- MNIST / Fashion-MNIST idx -----------------------------------------------------
-_IDX_DIRS = {
-    "mnist": ("mnist", "MNIST/raw"),
-    "fashion-mnist": ("fashion-mnist", "FashionMNIST/raw"),
-}
+_TORCHVISION_DIRS = {"mnist": "MNIST/raw", "fashion-mnist": "FashionMNIST/raw"}
 
 
 def parse_idx(data: bytes, where: str) -> np.ndarray:
@@ -224,7 +220,7 @@ def parse_idx(data: bytes, where: str) -> np.ndarray:
 
 
 def _find_idx(root: Path, name: str, stem: str) -> Path:
-    dirs = [root, *(root / d for d in _IDX_DIRS[name])]
+    dirs = [root, root / name, root / _TORCHVISION_DIRS[name]]
     variants = [stem, stem.replace("-idx", ".idx")]  # Kaggle copies use "train-images.idx3-ubyte"
     for d in dirs:
         for v in variants:
@@ -247,7 +243,7 @@ def _read_idx(path: Path) -> np.ndarray:
 
 
 def read_idx_dataset(root: Path, name: str) -> RawImages:
-    arrays = [
+    x, y, xt, yt = [
         _read_idx(_find_idx(root, name, stem))
         for stem in (
             "train-images-idx3-ubyte",
@@ -256,7 +252,6 @@ def read_idx_dataset(root: Path, name: str) -> RawImages:
             "t10k-labels-idx1-ubyte",
         )
     ]
-    x, y, xt, yt = arrays
     for imgs, labels in ((x, y), (xt, yt)):
         if imgs.ndim != 3 or labels.ndim != 1:
             raise DataError(

@@ -2,17 +2,11 @@
 what the Hugging Face-style ones say beyond input and label.
 
 A dict item (`{"input_ids", "attention_mask", "token_type_ids", "labels"}`, what a
-tokenizer and a `datasets.Dataset` in torch format give) tells:
-
-* the task where its labels decide it (models/tasks.py): labels that are the input
-  ids (or none at all) are a causal LM's ("next-token", shifted by data/user.py);
-  labels per position of another length are a seq2seq target; other labels per
-  position are "token-classification" unless a task is named (masked-lm data looks
-  the same);
-* the padding: the one token id under every zero of the attention masks
-  (`pad_id`). The CLI keeps token ids only, so a Hugging Face model's attention mask
-  is rebuilt from that id (models/hfinputs.py); that needs the id to pad and nothing
-  else. `token_type_ids` other than 0 (sentence pairs) are not kept: an error says so.
+tokenizer and a `datasets.Dataset` in torch format give) tells the task where its
+labels decide it (`task_of`) and the padding: the one token id under every zero of the
+attention masks (`pad_id`), from which the CLI, which keeps token ids only, rebuilds a
+Hugging Face model's attention mask (models/hfinputs.py). `token_type_ids` other than 0
+(sentence pairs) are not kept: an error says so. See docs/guides/hugging-face.md.
 """
 
 from collections.abc import Mapping
@@ -54,7 +48,9 @@ class Items:
 
 
 def task_of(train: Items, test: Items, named: Optional[str], text: str) -> Optional[str]:
-    """The task the items say (module docstring), or the named one (checked)."""
+    """The named task (checked), else what the items say: "next-token" for causal-LM
+    items; dict items of token ids with a label per position "token-classification"
+    (masked-LM data looks the same), of another length "seq2seq"; else None."""
     if named:
         try:
             return task_named(named).name

@@ -1,15 +1,14 @@
 """A slice of a dataset's own training split, for estimating r(b) from the target itself.
 
 Many users can copy a few percent of their data to a server even when training must
-happen on the device. A slice is drawn from the training split only: class by class for
-classification (every class keeps its share), at random otherwise; then split 80/20
-into the slice's own training and held-out parts, so the dataset's test split, which
-the device run is scored on, never informs the estimate.
+happen on the device. A slice is drawn from the training split only, class by class for
+classification (at random otherwise), then split 80/20 into its own training and
+held-out parts: the test split the device run is scored on never informs the estimate.
 """
 
 import dataclasses
 import math
-from typing import List, Tuple
+from typing import Tuple
 
 import numpy as np
 import torch
@@ -62,8 +61,7 @@ def _by_class(
             f"a slice needs {MIN_PER_CLASS} of every class (one to train, one held out): "
             f"the smallest that has them is {pct(need)}"
         )
-    train: List[np.ndarray] = []
-    held: List[np.ndarray] = []
+    train, held = [], []
     for c, k in zip(classes, taken):
         idx = rng.permutation(np.flatnonzero(y == c))[:k]
         n_held = min(max(int(round(HELD_OUT * k)), 1), k - 1)

@@ -5,7 +5,11 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
+import torch
+
+from undercap.data import load_dataset
 from undercap.data.base import Splits
+from undercap.data.slices import pct, slice_of
 
 
 @dataclass(frozen=True)
@@ -80,10 +84,6 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
     (LoopConfig.eval_max_samples) takes the first N: that would score 4 of 10
     classes and swing with the model's class bias. Shuffled, any prefix is a random
     subset; full-split accuracy is unchanged. Training order is the Trainer's own."""
-    import torch
-
-    from undercap.data import load_dataset
-
     splits = load_dataset(
         spec.dataset,
         data_dir=spec.data_dir,
@@ -95,8 +95,6 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
         task=spec.task,
     )
     if spec.slice_fraction is not None:
-        from undercap.data.slices import slice_of
-
         splits = slice_of(splits, spec.slice_fraction, spec.slice_seed)
     order = torch.randperm(splits.n_test, generator=torch.Generator().manual_seed(spec.seed))
     shuffled = dataclasses.replace(splits, x_test=splits.x_test[order], y_test=splits.y_test[order])
@@ -106,8 +104,6 @@ def load_splits(spec: DataSpec, torch_device: str = "cpu") -> Splits:
 def describe_slice(spec: DataSpec) -> Dict[str, Any]:
     """Which slice a spec with `slice_fraction` is, for the artifacts that use it;
     loading it first makes a slice too small for its classes fail before any run."""
-    from undercap.data.slices import pct
-
     n_train, n_held_out = _slice_sizes(spec)
     return {
         "of": spec.dataset,

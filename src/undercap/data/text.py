@@ -1,17 +1,13 @@
 """Plain-text corpora for the character transformer.
 
-One fixed vocabulary for every corpus, so weights pre-trained on one text transfer to
-another (models/vocab.py: "\\n", printable ASCII 32..126, <unk>; VOCAB_SIZE = 97).
-
-Normalisation before mapping (so typographic variants are not <unk>): CRLF and CR ->
-LF, tab and no-break space -> space, curly single quotes -> ', curly double quotes ->
-", en/em dashes and minus sign -> -, ellipsis -> ...; then Unicode NFKD
-decomposition with combining marks dropped (so e-acute -> e).
+One fixed vocabulary for every corpus (models/vocab.py: "\\n", printable ASCII, <unk>).
+Normalisation before mapping, so typographic variants are not <unk>: CRLF and CR ->
+LF, the typographic spaces, quotes, dashes and ellipsis of `_REPLACE` -> ASCII, then
+Unicode NFKD decomposition with combining marks dropped (so e-acute -> e).
 
 Samples: the corpus (files joined by a newline) is cut into windows of context + 1
-characters with stride `context`: x = window[:-1], y = window[1:], so every character
-but the first is a target exactly once. The windows are split 90/10 train/test by a
-seeded shuffle (paper: 90/10 for text).
+characters with stride `context` (x = window[:-1], y = window[1:]: every character but
+the first is a target once), split 90/10 train/test by a seeded shuffle (the paper's).
 """
 
 import unicodedata
@@ -28,19 +24,10 @@ from undercap.models.vocab import UNK_ID, VOCAB, VOCAB_SIZE
 
 _REPLACE = str.maketrans(
     {
-        "\t": " ",
-        "\u00a0": " ",
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201a": "'",
-        "\u201b": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u201e": '"',
-        "\u201f": '"',
-        "\u2013": "-",
-        "\u2014": "-",
-        "\u2212": "-",
+        **dict.fromkeys("\t\u00a0", " "),
+        **dict.fromkeys("\u2018\u2019\u201a\u201b", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f", '"'),
+        **dict.fromkeys("\u2013\u2014\u2212", "-"),
         "\u2026": "...",
     }
 )
@@ -78,13 +65,9 @@ def read_corpus(paths: List[Path]) -> str:
 
 
 def windows(ids: np.ndarray, context: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(N, context) inputs and next-character targets from non-overlapping windows."""
-    n = (ids.size - 1) // context
-    if n < 1:
-        raise DataError(
-            f"text: corpus has {ids.size} characters; need at least context + 1 = {context + 1}"
-        )
-    starts = np.arange(n) * context
+    """(N, context) inputs and next-character targets from non-overlapping windows (the
+    caller checks that the corpus holds at least one)."""
+    starts = np.arange((ids.size - 1) // context) * context
     idx = starts[:, None] + np.arange(context + 1)[None, :]
     w = torch.from_numpy(ids[idx].astype(np.int64))
     return w[:, :-1].contiguous(), w[:, 1:].contiguous()

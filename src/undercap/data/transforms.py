@@ -25,17 +25,14 @@ def to_nchw(x: np.ndarray, where: str) -> np.ndarray:
     the layout numpy/PIL images use."""
     if x.ndim == 3:
         x = x[:, None]
-    elif x.ndim == 4:
-        hwc = x.shape[3] in (1, 3, 4)
-        chw = x.shape[1] in (1, 3, 4)
-        if hwc:
-            x = x.transpose(0, 3, 1, 2)
-        elif not chw:
-            raise DataError(
-                f"{where}: image array shape {x.shape} has no channel axis of size 1, 3 or 4; "
-                "expected (N,H,W), (N,H,W,C) or (N,C,H,W)"
-            )
-    else:
+    elif x.ndim == 4 and x.shape[3] in (1, 3, 4):
+        x = x.transpose(0, 3, 1, 2)
+    elif x.ndim == 4 and x.shape[1] not in (1, 3, 4):
+        raise DataError(
+            f"{where}: image array shape {x.shape} has no channel axis of size 1, 3 or 4; "
+            "expected (N,H,W), (N,H,W,C) or (N,C,H,W)"
+        )
+    elif x.ndim != 4:
         raise DataError(
             f"{where}: image array has {x.ndim} dimensions {x.shape}; "
             "expected (N,H,W), (N,H,W,C) or (N,C,H,W)"
@@ -92,8 +89,7 @@ def normalise(
     # in place: callers pass fresh tensors, and this halves peak memory on 4 GB devices
     train, test = train.sub_(mean).div_(std), test.sub_(mean).div_(std)
     if channels is not None and channels != train.shape[1]:
-        train = train.expand(-1, channels, -1, -1)
-        test = test.expand(-1, channels, -1, -1)
+        train, test = train.expand(-1, channels, -1, -1), test.expand(-1, channels, -1, -1)
     return train, test
 
 
@@ -107,8 +103,7 @@ def stratified_split(y: np.ndarray, train_frac: float, seed: int) -> Tuple[np.nd
         k = int(round(train_frac * idx.size))
         train.append(idx[:k])
         test.append(idx[k:])
-    tr, te = np.concatenate(train), np.concatenate(test)
-    return np.sort(tr), np.sort(te)
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
 def balanced_subset(y: np.ndarray, n: int, seed: int) -> np.ndarray:

@@ -2,29 +2,19 @@
 
 The factory returns `(train, test)`: two map-style torch datasets (`__len__` and
 `__getitem__`) of `(input, label)` pairs or of dicts (`{"input_ids", "labels"}`,
-models/outputs.py; a Hugging Face `datasets.Dataset` in torch format is one). They are read once into tensors, like every
-built-in format, so training, estimation and profiling see one in-memory form
-(data.base.Splits). What the pairs hold decides the task:
+models/outputs.py; data/items.py reads their extras), read once into tensors like every
+built-in format (data.base.Splits). What the items hold decides the kind:
 
-* classification ("samples"): a float input tensor of any shape and one integer
-  class label per input;
-* sequence classification ("sequences"): integer token ids in, one label per input;
-* token tasks ("tokens"): integer token ids in and a label per position, the same
-  shape as the input, scored per token: next-token (a character or token language
-  model), token classification, masked LM (-100 where not masked). A dict item whose
-  labels are its input ids (or that has none) is a Hugging Face causal-LM item: its
-  labels are shifted to the next token, the last position -100 (not scored);
-* seq2seq: dict items whose labels per position differ in length from the inputs, or
-  any token items with `task="seq2seq"` (`--task seq2seq`): inputs and labels are
-  packed as (2, T) per item (data/items.py, models/hfinputs.py).
+* "samples": a float input of any shape and one class label;
+* "sequences": integer token ids in, one label per input;
+* "tokens": token ids in and a label per position, scored per token (next-token, token
+  classification, masked LM; seq2seq items are packed as (2, T): models/hfinputs.py).
+  A Hugging Face causal-LM item's labels (its input ids, or none) are shifted to the
+  next token, the last position -100 (not scored).
 
-Dict items' `attention_mask` and `token_type_ids` are read by data/items.py.
-
-The class count is the dataset's `num_classes` attribute, else `len(classes)`, else
-1 + the largest label. Every problem (factory missing or raising, not a pair of
-datasets, an empty split, items that are not (input, label) pairs, inputs of
-different shapes, labels that are not integers or are out of range) is one
-DataError line naming the factory and what was expected.
+The class count is the dataset's `num_classes`, else `len(classes)`, else 1 + the
+largest label. Every problem is one DataError line naming the factory and what was
+expected. See docs/guides/own-code.md and docs/guides/hugging-face.md.
 """
 
 from typing import Any, List, Optional, Sequence, Tuple
@@ -34,8 +24,10 @@ import torch
 
 from undercap.data.base import Splits
 from undercap.data.items import Items, pad_id, task_of
+from undercap.data.transforms import map_shape
 from undercap.errors import DataError, UndercapError
 from undercap.models.outputs import split_item
+from undercap.models.user import call_with_supported, load_callable
 
 PREFIX = "py:"
 IGNORE_INDEX = -100  # cross-entropy's and Hugging Face's label for "not scored"
@@ -51,8 +43,6 @@ def load_user_data(
 ) -> Splits:
     """Load `py:...` data as Splits (see module docstring); `task` names the task
     where the items cannot say it (models/tasks.py)."""
-    from undercap.models.user import call_with_supported, load_callable
-
     text = spec[len(PREFIX) :]
     try:
         out = call_with_supported(load_callable(text, "dataset"), text, "dataset")
@@ -77,18 +67,10 @@ def load_user_data(
     classes = _num_classes(out, y_tr, y_te, text)
     x_tr, x_te = _map_shape(x_tr, x_te, input_shape, text)
     pad = pad_id(tr, te, text)
-    i_tr, i_te = _subset(len(y_tr), seed, limit), _subset(len(y_te), seed + 1, _test_limit(limit))
-    return Splits(
-        spec,
-        kind,
-        x_tr[i_tr],
-        y_tr[i_tr],
-        x_te[i_te],
-        y_te[i_te],
-        classes,
-        task_name=named,
-        pad_token_id=pad,
-    )
+    i_tr = _subset(len(y_tr), seed, limit)
+    i_te = _subset(len(y_te), seed + 1, None if limit is None else max(limit // 4, 1))
+    x_tr, y_tr, x_te, y_te = x_tr[i_tr], y_tr[i_tr], x_te[i_te], y_te[i_te]
+    return Splits(spec, kind, x_tr, y_tr, x_te, y_te, classes, task_name=named, pad_token_id=pad)
 
 
 def _read(ds: Any, text: str, split: str) -> Items:
@@ -212,19 +194,15 @@ def _map_shape(
     """Inputs as given, or images mapped to the requested (C, H, W) like the built-ins."""
     if shape is None or tuple(shape) == tuple(x_tr.shape[1:]):
         return x_tr, x_te
-    if len(tuple(shape)) == 3 and x_tr.dim() == 4 and x_tr.is_floating_point():
-        from undercap.data.transforms import map_shape
-
-        def mapped(x: torch.Tensor) -> torch.Tensor:
-            x = map_shape(x, tuple(shape))  # type: ignore[arg-type]
-            # gray -> colour by replication, as the built-in loaders do (a view)
-            return x.expand(-1, int(shape[0]), -1, -1) if x.shape[1] == 1 else x  # type: ignore[index]
-
-        return mapped(x_tr), mapped(x_te)
-    raise DataError(
-        f"dataset {text!r}: inputs have shape {tuple(x_tr.shape[1:])}, not the requested "
-        f"{tuple(shape)} (only float images (C, H, W) are resized)"
-    )
+    if not (len(tuple(shape)) == 3 and x_tr.dim() == 4 and x_tr.is_floating_point()):
+        raise DataError(
+            f"dataset {text!r}: inputs have shape {tuple(x_tr.shape[1:])}, not the requested "
+            f"{tuple(shape)} (only float images (C, H, W) are resized)"
+        )
+    mapped = [map_shape(x, tuple(shape)) for x in (x_tr, x_te)]  # type: ignore[arg-type]
+    # gray -> colour by replication, as the built-in loaders do (a view)
+    x_tr, x_te = (x.expand(-1, int(shape[0]), -1, -1) if x.shape[1] == 1 else x for x in mapped)
+    return x_tr, x_te
 
 
 def _subset(n: int, seed: int, limit: Optional[int]) -> torch.Tensor:
@@ -233,7 +211,3 @@ def _subset(n: int, seed: int, limit: Optional[int]) -> torch.Tensor:
         return torch.arange(n)
     idx = np.sort(np.random.default_rng(seed).permutation(n)[:limit])
     return torch.from_numpy(idx)
-
-
-def _test_limit(limit: Optional[int]) -> Optional[int]:
-    return None if limit is None else max(limit // 4, 1)

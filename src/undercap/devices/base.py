@@ -1,9 +1,5 @@
 """The device interface every backend implements, and safe frequency control.
 
-A device is one GPU we can (maybe) clock and whose power we can read. Backends:
-simulated (analytic model), jetson (sysfs devfreq + INA3221), nvml (NVIDIA GPUs).
-Only backend modules import vendor libraries; everything else sees this interface.
-
 Frequency changes always go through `controlled(device)` or `locked(device, f)`,
 which save the original settings first and put them back on every exit path:
 normal exit, exceptions, Ctrl-C (SIGINT) and SIGTERM. SIGKILL and power loss cannot
@@ -40,9 +36,7 @@ class DeviceInfo:
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
-        d["freqs_mhz"] = list(self.freqs_mhz)
-        d["power_sensors"] = list(self.power_sensors)
-        return d
+        return dict(d, freqs_mhz=list(self.freqs_mhz), power_sensors=list(self.power_sensors))
 
 
 class Device(ABC):
@@ -92,11 +86,9 @@ class Device(ABC):
         return None
 
     def sensor_update_interval_s(self) -> float:
-        """Seconds between fresh readings of the power sensor: readings taken faster
-        repeat (or average over) the same conversion. Profiling measures for at least
-        a few windows of several updates, and the power guard judges windows of several
-        updates (`power_window_s`). Backends give their sensor's; this default is the
-        INA3221's power-on configuration (see jetson/device.py)."""
+        """Seconds between fresh readings of the power sensor: faster readings repeat (or
+        average over) the same conversion, so profiles and the power guard judge windows
+        of several updates (`power_window_s`). Default: the INA3221's power-on setting."""
         return INA3221_DEFAULT_UPDATE_S
 
     @abstractmethod
@@ -130,10 +122,10 @@ class Device(ABC):
         """Capabilities, for `undercap devices` and provenance."""
 
     def check_control(self) -> None:
-        """Where clock control was asked for (the device is not read-only), raise
-        DevicePermissionError now, before any work, if this process may not change the
-        clocks: one line that says how to get control or to go read-only. Backends whose
-        permission shows only when they try (NVML) try something harmless here."""
+        """Unless read-only, raise DevicePermissionError now, before any work, if this
+        process may not change the clocks: one line that says how to get control or to go
+        read-only. Backends whose permission shows only when they try (NVML) try
+        something harmless here."""
         if self.read_only:
             return
         info = self.info()
@@ -217,10 +209,7 @@ def power_window_s(device: Device) -> float:
 def torch_cuda_synchronize() -> None:
     """Wait for queued CUDA work, if this process already uses torch with CUDA.
     Never imports torch (device modules must not)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    cuda = getattr(torch, "cuda", None)
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
     if cuda is not None and cuda.is_available() and cuda.is_initialized():
         cuda.synchronize()
 
@@ -230,56 +219,46 @@ class _TerminatedError(SystemExit):
 
 
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """Turn SIGTERM (and SIGHUP) into an exception while the block runs.
-
-    Python runs `finally` on exceptions and on KeyboardInterrupt (SIGINT), but the
-    default SIGTERM action kills the process without unwinding. Signal handlers can
-    only be installed from the main thread; elsewhere the caller's handlers stay.
-    """
+def _handling(sigs: List[int], handler: Any) -> Iterator[None]:
+    """`handler` for `sigs` while the block runs. Signal handlers can only be
+    installed from the main thread; elsewhere the caller's handlers stay."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def _raise(signum: int, _frame: object) -> None:
-        raise _TerminatedError(128 + signum)
-
-    sigs = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    previous = {s: signal.signal(s, _raise) for s in sigs}
+    previous = {s: signal.signal(s, handler) for s in sigs}
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        for s, old in previous.items():
+            signal.signal(s, old)
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    """SIGTERM (and SIGHUP) as an exception: Python runs `finally` on exceptions and on
+    KeyboardInterrupt (SIGINT), but the default SIGTERM action kills without unwinding."""
+    raise _TerminatedError(128 + signum)
+
+
+_TERMINATING = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
 
 
 @contextlib.contextmanager
 def controlled(device: Device) -> Iterator[Device]:
-    """Allow clock changes inside the block; restore the original settings on exit.
-
-    Restoration runs on normal exit, exceptions, Ctrl-C and SIGTERM. A second
-    signal during restoration is deferred until restoration finished.
-    """
+    """Allow clock changes inside the block; restore the original settings on exit:
+    normal exit, exceptions, Ctrl-C and SIGTERM. A second signal during restoration is
+    deferred until restoration finished."""
     state = device.save_state()
     try:
-        with _sigterm_raises():
+        with _handling(_TERMINATING, _raise_terminated):
             yield device
     finally:
         _restore_uninterruptibly(device, state)
 
 
 def _restore_uninterruptibly(device: Device, state: Dict[str, Any]) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        device.restore_state(state)
-        return
     pending: List[int] = []
-    sigs = [signal.SIGINT, signal.SIGTERM]
-    previous = {s: signal.signal(s, lambda n, _f: pending.append(n)) for s in sigs}
-    try:
+    with _handling([signal.SIGINT, signal.SIGTERM], lambda n, _f: pending.append(n)):
         device.restore_state(state)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
     if pending:  # re-deliver what arrived while we were restoring
         if pending[0] == signal.SIGINT:
             raise KeyboardInterrupt

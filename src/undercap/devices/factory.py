@@ -4,9 +4,8 @@ present, and reopen one from a crash state file to restore it.
 Names: `sim:jetson-nano`, `sim:jetson-tx2nx`, `sim:jetson-orin-nano`,
 `sim:jetson-xavier-nx` (or `sim:` + a spec file path), `trace:<file.csv>` (measured
 (b, f) configurations replayed, devices/trace.py), `jetson` (sysfs at `sysfs_root`),
-`nvml:<index>`. Backends are
-imported when first needed, so listing devices and selecting configurations never
-import torch or vendor libraries they do not use.
+`nvml:<index>`. Backends are imported when first needed, so listing devices and
+selecting configurations never import torch or vendor libraries they do not use.
 """
 
 from pathlib import Path

@@ -185,9 +185,8 @@ class NvmlDevice(RestoresOnCrash, Device):
 
     def current_freq_mhz(self) -> float:
         nv = self._nv
-        return float(
-            self._call(nv.nvmlDeviceGetClockInfo, self._h, nv.NVML_CLOCK_GRAPHICS, what="clock")
-        )
+        clock = self._call(nv.nvmlDeviceGetClockInfo, self._h, nv.NVML_CLOCK_GRAPHICS, what="clock")
+        return float(clock)
 
     def set_freq_mhz(self, freq_mhz: float) -> float:
         """Lock the graphics clock. Returns the locked clock: NVML locks exactly at a
@@ -205,16 +204,14 @@ class NvmlDevice(RestoresOnCrash, Device):
         else:
             self._before_change()
             self._lock(target)
-        # last_snap, and a stderr line for a request NVML has no clock for
         self.note_snap(float(freq_mhz), target, self.current_freq_mhz())
         return target
 
     def check_control(self) -> None:
         """--allow-clock-control: refused locks are one line before any work. Locking
-        needs root, and some GPUs or drivers refuse it whatever the user (NO_PERMISSION,
-        NOT_SUPPORTED): resetting the locked clocks asks the same permission and changes
-        nothing a run would not undo anyway (restoring means "unlocked", module
-        docstring)."""
+        needs root, and some GPUs or drivers refuse it whatever the user: resetting the
+        locked clocks asks the same permission and changes nothing a run would not undo
+        anyway (restoring means "unlocked")."""
         if self.read_only or self.relay is not None:
             return
         permitted, why = self._control_status()
@@ -254,11 +251,8 @@ class NvmlDevice(RestoresOnCrash, Device):
         """Lock at the saved clock, or unlock when none was locked."""
         locked = state.get("locked_mhz")
         if locked is None:
-            self._call(
-                self._nv.nvmlDeviceResetGpuLockedClocks,
-                self._h,
-                what=f"unlocking {self.name}'s clocks",
-            )
+            what = f"unlocking {self.name}'s clocks"
+            self._call(self._nv.nvmlDeviceResetGpuLockedClocks, self._h, what=what)
             self._locked_mhz = None
         else:
             self._lock(float(locked))
@@ -266,13 +260,8 @@ class NvmlDevice(RestoresOnCrash, Device):
     def _lock(self, freq_mhz: float) -> None:
         """min = max = f: nvmlDeviceSetGpuLockedClocks (Volta and newer, root)."""
         mhz = int(round(freq_mhz))
-        self._call(
-            self._nv.nvmlDeviceSetGpuLockedClocks,
-            self._h,
-            mhz,
-            mhz,
-            what=f"locking {self.name} at {mhz} MHz",
-        )
+        what = f"locking {self.name} at {mhz} MHz"
+        self._call(self._nv.nvmlDeviceSetGpuLockedClocks, self._h, mhz, mhz, what=what)
         self._locked_mhz = freq_mhz
 
     # --- sensors --------------------------------------------------------------------

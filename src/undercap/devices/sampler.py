@@ -4,24 +4,19 @@
         ...                      # run the work
     stats = s.stats()            # PowerStats(peak_w, max_raw_w, mean_w, energy_j, ...)
 
-Real devices: a daemon thread polls `device.power_w()` every 1/rate_hz seconds of
-wall time. Where the device has an energy counter (NVML), energy is the counter's
-difference over the window; otherwise the trapezoid integral of the readings.
+Real devices: a daemon thread polls `device.power_w()` every 1/rate_hz seconds of wall
+time; energy is the device's energy counter's difference where it has one (NVML), else
+the trapezoid integral of the readings. Simulated devices record every span their
+virtual clock advanced, so the sampler reads them at virtual times start + k/rate_hz
+(plus one at the window's end) when asked, via `device.power_readings_w`: exact,
+deterministic, and independent of how fast the host ran.
 
-Simulated devices: the device records every span its virtual clock advanced, so the
-sampler reads it at virtual times start + k/rate_hz (plus one reading at the end of
-the window) when asked, via `device.power_readings_w`. Exact, deterministic, and
-independent of how fast the host ran.
-
-Peak power. A single raw reading is a poor "peak": sensor noise and sub-second load
-ripple (forward/backward phases, kernel bursts) put the largest of many readings
-well above anything a power limit acts on. The INA3221 monitors on Jetson boards
-already average each reading over their conversion window, and a supply's or
-power budget's limit reacts to power averaged over tens to hundreds of milliseconds,
-not to single samples. So `peak_w` is the maximum of the time-weighted moving
-average over `peak_window_s` (default 0.2 s); `max_raw_w` keeps the raw maximum for
-reference. A window shorter than the measurement's whole duration falls back to the
-time-weighted mean of the whole window.
+Peak power: the largest raw reading is a poor peak (sensor noise, sub-second ripple of
+forward/backward phases and kernel bursts), while INA3221 monitors already average each
+reading over their conversion window and a supply's or power budget's limit reacts to
+power averaged over tens to hundreds of milliseconds. So `peak_w` is the maximum of the
+time-weighted moving average over `peak_window_s` (default 0.2 s), `max_raw_w` the raw
+maximum; a measurement shorter than the window gives its time-weighted mean.
 """
 
 import bisect
@@ -64,7 +59,8 @@ def summarize(
     if t.size == 0:
         raise DeviceError("no power readings were taken; sample over a longer window")
     duration = float(t[-1] - t[0])
-    cum = _cumulative_energy(t, p)
+    steps = np.diff(t) * (p[1:] + p[:-1]) / 2.0  # trapezoids
+    cum = np.concatenate([[0.0], np.cumsum(steps)])  # energy from t[0] up to each t[i]
     energy = float(cum[-1])
     mean = energy / duration if duration > 0 else float(p.mean())
     return PowerStats(
@@ -76,12 +72,6 @@ def summarize(
         n_samples=int(t.size),
         peak_window_s=peak_window_s,
     )
-
-
-def _cumulative_energy(t: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Trapezoid integral of p from t[0] up to each t[i]."""
-    steps = np.diff(t) * (p[1:] + p[:-1]) / 2.0
-    return np.concatenate([[0.0], np.cumsum(steps)])
 
 
 def _robust_peak(
@@ -128,9 +118,8 @@ class PowerSampler:
         self.device = device
         self.rate_hz = float(rate_hz)
         self.peak_window_s = float(peak_window_s)
-        self._virtual = bool(getattr(device, "is_simulated", False)) and hasattr(
-            device, "power_readings_w"
-        )
+        simulated = bool(getattr(device, "is_simulated", False))
+        self._virtual = simulated and hasattr(device, "power_readings_w")
         self._impl: Optional[Union[_VirtualSampling, _ThreadSampling]] = None
 
     def __enter__(self) -> "PowerSampler":
@@ -170,9 +159,7 @@ class PowerSampler:
         segment of a run whose cap changed; None when no reading falls inside."""
         t, p = self._started().readings()
         inside = (t >= start_s - 1e-12) & (t <= end_s + 1e-12)
-        if not inside.any():
-            return None
-        return summarize(t[inside], p[inside], self.peak_window_s)
+        return summarize(t[inside], p[inside], self.peak_window_s) if inside.any() else None
 
     def recent_readings(self, window_s: float) -> Tuple[np.ndarray, np.ndarray]:
         """The readings of the most recent `window_s` (device time) as arrays, without

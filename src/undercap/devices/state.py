@@ -6,15 +6,10 @@ real hardware first writes the settings it is about to change to a state file he
 and removes it once they are back. `undercap restore` replays a file that was left
 behind (devices.factory.replay reopens the device). Writes are atomic (temp file +
 rename, artifacts.io.write_atomic), so a crash while writing never leaves half a file.
+`RestoresOnCrash` is the logic the Jetson and NVML backends share.
 
-`RestoresOnCrash` is the save/check/restore logic the Jetson and NVML backends
-share: nesting depth, the check for a file left by a killed run, writing the file
-at the first real change, and removing it once the settings are back.
-
-Location: `$UNDERCAP_STATE_DIR`, else `<root>/var/lib/undercap` where `<root>` is the
-filesystem root the backend works on (`/` on a real board, the copied tree in tests),
-one file per device: `state-<device>.json`.
-
+One file per device, `state-<device>.json`, in `$UNDERCAP_STATE_DIR`, else
+`<root>/var/lib/undercap` (`<root>`: `/` on a real board, the copied tree in tests).
 A file from an earlier boot is stale: the kernel reset every sysfs setting when it
 booted, so replaying it is skipped (the boot id, /proc/sys/kernel/random/boot_id,
 tells boots apart).
@@ -42,9 +37,7 @@ ENV_DIR = "UNDERCAP_STATE_DIR"
 def state_dir(root: Union[str, Path] = "/") -> Path:
     """Where state files live: $UNDERCAP_STATE_DIR, else <root>/var/lib/undercap."""
     env = os.environ.get(ENV_DIR)
-    if env:
-        return Path(env)
-    return Path(root) / defaults.STATE_DIR
+    return Path(env) if env else Path(root) / defaults.STATE_DIR
 
 
 def state_path(device_key: str, directory: Union[str, Path]) -> Path:
@@ -133,16 +126,12 @@ def read_state(path: Union[str, Path]) -> SavedState:
     """Load and check a state file; malformed files raise DeviceError naming the file."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        obj = json.loads(decode_text(path.read_bytes(), path, what="state file", error=DeviceError))
     except FileNotFoundError as e:
         raise DeviceError(f"state file {path} does not exist") from e
     except PermissionError as e:
         raise DevicePermissionError(f"cannot read {path}: permission denied; run as root") from e
-    except OSError as e:
-        raise DeviceError(f"{path} is not a readable undercap state file ({e})") from e
-    try:
-        obj = json.loads(decode_text(raw, path, what="state file", error=DeviceError))
-    except json.JSONDecodeError as e:
+    except (OSError, json.JSONDecodeError) as e:
         raise DeviceError(f"{path} is not a readable undercap state file ({e})") from e
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
         raise DeviceError(f"{path} is not an undercap state file (schema {SCHEMA!r} expected)")
@@ -178,19 +167,13 @@ def list_states(directory: Union[str, Path]) -> List[Path]:
 
 
 class RestoresOnCrash:
-    """Mixin for backends that change real hardware (Jetson, NVML).
-
-    The backend provides `_current_state()` (the settings it may change, JSON-able),
-    `apply_state(state)` (write them back), `_state_open_args()` (how to reopen the
-    device for `undercap restore`), `boot_id()`, `restore_hint()` (the command that
-    restores after a crash) and the attributes `state_backend`, `state_file`,
-    `device_key`, `name` and `read_only`. It calls `_before_change()` right before
-    its first write. `save_state`/`restore_state` then satisfy devices.base.Device.
-
-    With a `relay` (helper/client.py) a privileged helper makes the changes and keeps
-    the state file: the outermost save acquires the device there, the matching restore
-    releases it, and nothing is written here.
-    """
+    """Mixin for backends that change real hardware (Jetson, NVML): `save_state` and
+    `restore_state` of devices.base.Device, from the backend's part below (the settings
+    it may change, JSON-able; writing them back; how to reopen the device for `undercap
+    restore`). The backend calls `_before_change()` right before its first write. With
+    a `relay` (helper/client.py) a privileged helper makes the changes and keeps the
+    state file: the outermost save acquires the device there, the matching restore
+    releases it, and nothing is written here."""
 
     state_backend: str
     state_file: Path
@@ -202,7 +185,7 @@ class RestoresOnCrash:
     _changed = False
     _state_written = False
     relay: Any = None
-    # the backend's part (above)
+    # the backend's part
     _current_state: Callable[[], Dict[str, Any]]
     apply_state: Callable[[Dict[str, Any]], None]
     _state_open_args: Callable[[], Dict[str, Any]]

@@ -2,26 +2,20 @@
 
 `trace:<file.csv>` opens a board's measured training costs as a device, so that
 profile -> select -> train runs on measured numbers instead of the simulator's model,
-for the measured configurations only. The file (one row per configuration):
+for the measured configurations only (the format, with an example:
+docs/concepts/simulated.md, "Replaying measured numbers instead"). One row per
+configuration, one board per file:
 
     board,model,batch_size,freq_mhz,time_per_sample_s,power_w
     jetson-nano,resnet18,32,921.6,0.0151,6.2
 
-* board: a bundled simulated device (`sim:<board>`) whose idle power, memory, power
-  rail and sensor noise the replay keeps; one board per file.
-* model: the workload's name (a registry name such as resnet18, or a user model's
-  import path, as `undercap profile --model` takes it).
-* time_per_sample_s and power_w: measured seconds per training sample and mean board
-  input power in W at that batch size and GPU clock.
-
-Every batch size of a model must be measured at every clock of the file, so that a
-profile sweep never reaches a gap. The clocks of the file are the device's frequency
-table. A batch size the file does not hold for the model is treated as one that does
-not fit (the profiler skips it, training refuses it), with a message saying it was not
-measured. Readings, the virtual clock and energy work as on the simulated device
-(devices/simulated/device.py): each step advances the clock by t x b and the sensor
-adds the base board's noise and ripple. Like a simulated device it changes nothing
-on any hardware; its outputs are labelled as replayed measurements, not as a board.
+`board` is a bundled simulated device whose idle power, memory, rail and sensor noise
+the replay keeps; `model` the workload's name as `undercap profile --model` takes it;
+time_per_sample_s in s per training sample, power_w the mean board input power in W.
+Every batch size of a model must be measured at every clock of the file (the device's
+frequency table); a batch size the file lacks is treated as one that does not fit.
+Readings and the virtual clock work as on the simulated device; its outputs are
+labelled as replayed measurements, not as a board.
 """
 
 import csv
@@ -158,10 +152,9 @@ class TraceDevice(SimulatedDevice):
 
     def info(self) -> DeviceInfo:
         info = super().info()
-        details = dict(info.details)
-        details["note"] = (
+        note = (
             f"REPLAYED measurements from {self.trace.path}: time and power of the measured "
             f"(b, f) only, with {self.trace.board}'s idle power and sensor noise; not a live board"
         )
-        details["trace_file"] = self.trace.path
+        details = dict(info.details, note=note, trace_file=self.trace.path)
         return dataclasses.replace(info, backend="trace", details=details)

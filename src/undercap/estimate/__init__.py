@@ -5,21 +5,13 @@ device-independent: it is measured on a server by fine-tuning the same pre-train
 model with every b, square-root learning-rate scaling from the largest batch
 (Krizhevsky 2014; Hoffer et al. 2017), until the target or a sample budget. Only the
 ratio r(b) is used by selection, so the proxy need not match the target data exactly.
+Several seeds (data order; a fresh classifier head) give a mean and a spread. With
+`target_fraction`, b_max's reference runs go first and set the target. Each finished
+(b, seed) run is cached (runs.py), so an interrupted or extended estimate reuses it.
 
-Several seeds (data order; a fresh classifier head) give a mean and a spread
-(aggregate.py: N(b), r(b), and the batch sizes no seed took to the target, excluded).
-The target is absolute (`target_accuracy`) or a fraction of the best accuracy the
-largest batch reaches within the budget (`target_fraction`: those reference runs go
-first, over the whole budget or to a plateau, and their curves give N(b_max)).
-
-Each finished (b, seed) run is kept in the cache (artifacts.cache, kind
-"estimate-run", keyed by everything that fixes its trajectory: estimate.config), so
-re-running an interrupted or extended estimate reuses every finished run.
-
-Layout: config.py (what is asked), runs.py (one run), evalsched.py (the sparse
-evaluation schedule: dense's N(b) for a fraction of the evaluations), aggregate.py (runs -> artifact),
-pretrain.py (the weights every run starts from), ray_executor.py (runs as Ray tasks on
-a local Ray or a cluster: executor="ray", imported only then).
+Layout: config.py (what is asked), runs.py (one run), evalsched.py (sparse evaluation),
+aggregate.py (runs -> artifact), pretrain.py (the weights every run starts from),
+ray_executor.py (runs as Ray tasks: executor="ray", imported only then).
 """
 
 import hashlib
@@ -107,9 +99,7 @@ class _Runner:
 
     def _finished(self, b: int, seed: int) -> Optional[Record]:
         entry = self.cache.entry(RUN_KIND, run_key(self.fingerprint, b, seed))
-        if self.fresh or entry is None:
-            return None
-        return entry.load_json()
+        return None if self.fresh or entry is None else entry.load_json()
 
     def _job(self, b: int, seed: int, target: Optional[float], patience: Optional[int]) -> Job:
         return Job(
@@ -145,9 +135,8 @@ class _Runner:
 
     def _init_seed(self, seed: int) -> int:
         """Without weights: the one fixed random init for every run. With weights, the
-        seed of the (fresh) head, per seed and derived from the weights file, so it can
-        never repeat the initial head the weights were pre-trained from (that head
-        fits the trained body unduly well: a run starting from it looks pre-trained)."""
+        (fresh) head's seed, per seed and derived from the weights file, so it never
+        repeats the head they were pre-trained from (which fits the body unduly well)."""
         sha = self.fingerprint.get("pretrained_sha256")
         if sha is None:
             return self.cfg.init_seed
@@ -221,14 +210,12 @@ def estimate(
 ) -> Efficiency:
     """Run (or resume) the estimate and return the efficiency artifact (not saved).
 
-    Finished runs are kept in the cache at `cache_dir` (None: keep nothing) and
-    reused unless `fresh`. `jobs` worker processes run (b, seed) jobs in parallel,
-    each with `threads` torch threads (default: the cores split between the
-    workers). `threads` also applies to jobs=1 runs in this process (default:
-    torch's own setting). executor="ray" runs each (b, seed) as a Ray task instead
-    (`pip install 'undercap[ray]'`): on the cluster at `ray_address`, or a local Ray
-    when None, `threads` (default 1) CPUs and torch threads per run; `jobs` is
-    unused."""
+    Finished runs are kept in the cache at `cache_dir` (None: keep nothing) and reused
+    unless `fresh`. `jobs` worker processes run (b, seed) jobs in parallel, each with
+    `threads` torch threads (default: the cores split between them; with jobs=1, in this
+    process, torch's own setting). executor="ray" runs each (b, seed) as a Ray task
+    instead (`pip install 'undercap[ray]'`) on the cluster at `ray_address` (None: a
+    local Ray), with `threads` (default 1) CPUs and torch threads per run."""
     cfg.validate()
     if jobs < 1:
         raise UndercapError("--jobs must be at least 1")

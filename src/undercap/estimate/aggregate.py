@@ -1,11 +1,9 @@
 """Aggregate finished (b, seed) runs into the efficiency artifact (DESIGN.md).
 
-N_s(b) is the first evaluation point at or above the target on seed s's curve (so
-it is resolved to the evaluation interval). N(b) is the mean over the seeds that
-reached the target; r(b) = N(b) / N(b_ref), where b_ref is the largest batch size
-with a run that reached it (normally b_max). The per-seed spread of r is
-N_s(b) / N(b_ref) (sample std, min, max). A batch size where no seed reached the
-target has no r(b): it is listed under "excluded" and is out of selection.
+N_s(b) is the first evaluation point at or above the target on seed s's curve; N(b)
+the mean over the seeds that reached it; r(b) = N(b) / N(b_ref), b_ref the largest
+batch size with a run that reached it (normally b_max); the spread of r is that of
+N_s(b) / N(b_ref). A batch size no seed took to the target has no r(b) ("excluded").
 """
 
 import dataclasses
@@ -53,15 +51,11 @@ def aggregate(
     n_ref = fmean(reached[b_ref])
     relative = {b: fmean(reached[b]) / n_ref for b in usable}
     relative[b_ref] = 1.0
-    spread = {}
-    for b in usable:
-        per_seed = [n / n_ref for n in reached[b]]
-        spread[str(b)] = {
-            "std": _std(per_seed),
-            "min": min(per_seed),
-            "max": max(per_seed),
-            "n": len(per_seed),
-        }
+    per_seed = {b: [n / n_ref for n in reached[b]] for b in usable}
+    spread = {
+        str(b): {"std": _std(rs), "min": min(rs), "max": max(rs), "n": len(rs)}
+        for b, rs in per_seed.items()
+    }
     excluded = [b for b in bs if not reached[b]]
     kinds = {records[k].get("accuracy_kind", "sample") for k in records}
     chosen = [records[(b, s)] for b in bs for s in ran[b]]
@@ -75,8 +69,7 @@ def aggregate(
         "excluded": excluded,
         "best_accuracy": {str(b): best[b] for b in bs},
         "skipped": [list(k) for k in sorted(skipped)],
-        "notes": _notes(cfg, bs, reached, b_ref, excluded, len(seeds))
-        + _skip_notes(skipped, cfg.max_samples),
+        "notes": _notes(cfg, reached, b_ref, excluded) + _skip_notes(skipped, cfg.max_samples),
         "curves": {
             str(b): {str(s): [list(p) for p in c] for s, c in curves[b].items()} for b in bs
         },
@@ -122,21 +115,16 @@ def _skip_notes(skipped: Sequence[Tuple[int, int]], budget: int) -> List[str]:
 
 
 def _notes(
-    cfg: EstimateConfig,
-    bs: List[int],
-    reached: Dict[int, List[float]],
-    b_ref: int,
-    excluded: List[int],
-    n_seeds: int,
+    cfg: EstimateConfig, reached: Dict[int, List[float]], b_ref: int, excluded: List[int]
 ) -> List[str]:
-    notes = []
+    notes, n_seeds = [], len(cfg.seeds)
     if b_ref != cfg.b_max:
         notes.append(
             f"r(b) is relative to b={b_ref}, the largest batch size that reached the "
             f"target (b={cfg.b_max} did not)"
         )
-    for b in bs:
-        k = len(reached[b])
+    for b, ns in reached.items():
+        k = len(ns)
         if 0 < k < n_seeds:
             notes.append(
                 f"b={b}: {n_seeds - k} of {n_seeds} seeds did not reach the target; "

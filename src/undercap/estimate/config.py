@@ -16,10 +16,9 @@ from undercap.models.user import code_digest
 
 @dataclass(frozen=True)
 class _Estimated:
-    """What an estimate cannot do without: the model, the proxy and the batch
-    sizes. A base of its own so that UserCode's fields (models/recipe.py),
-    which all have defaults, can follow these: Python 3.8 dataclasses have no
-    keyword-only fields."""
+    """What an estimate cannot do without: the model, the proxy and the batch sizes. A
+    base of its own so that UserCode's fields (models/recipe.py), which all have
+    defaults, can follow these: Python 3.8 dataclasses have no keyword-only fields."""
 
     model: str
     data: DataSpec
@@ -42,8 +41,7 @@ class EstimateConfig(UserCode, _Estimated):
             the budget. Both: the lower of the two (a slice of the target's data,
             which may not reach the device run's target).
         max_samples: Sample budget of every run.
-        eval_every_samples: Evaluate every this many training samples; N(b) is
-            resolved to this.
+        eval_every_samples: Evaluate every this many training samples (N(b)'s step).
         eval_max_samples: Evaluate on at most this many test samples; None: all.
         lr: Learning rate at b_max; None: the model's.
         weight_decay: Weight decay; None: the model's (0 for Adam, 0.01 for AdamW).
@@ -53,18 +51,14 @@ class EstimateConfig(UserCode, _Estimated):
         fresh_head: Re-initialise the classifier head after loading `pretrained`.
         plateau_patience: With `target_fraction`: end b_max's reference runs after this
             many evaluations without a new best; None: run the whole budget.
-        eval_schedule: "sparse": each grid point's look scores the held-out split
-            (in random order) until the scored part rules the target out, else whole;
-            far from the target (on the CPU) the run jumps ahead and replays from an
-            in-memory checkpoint. Same N(b) as "dense" for a fraction of the
-            evaluations; the curve holds only the points evaluated whole.
-            "dense": the whole split at every grid point (every curve point, for
-            studies that replay curves).
+        eval_schedule: "sparse": the same N(b) as "dense" for a fraction of the
+            evaluations (docs/concepts/evaluation.md); the curve holds only the points
+            evaluated whole. "dense": the whole held-out split at every grid point
+            (every curve point, for studies that replay curves).
         screen_samples: Sparse: a look checks its verdict every this many held-out
             samples; None: defaults.ESTIMATE_CHECK_SAMPLES (128).
-        precision: The arithmetic the runs train in: `"fp32"`, or mixed precision in
-            `"fp16"` or `"bf16"` (on a CPU, fp16 runs as bf16: the same width, many times
-            faster there).
+        precision: `"fp32"`, or mixed precision in `"fp16"` or `"bf16"` (on a CPU, fp16
+            runs as bf16: the same width, many times faster there).
     """
 
     seeds: Tuple[int, ...] = tuple(range(defaults.ESTIMATE_SEEDS))

@@ -1,56 +1,27 @@
 """The sparse evaluation schedule of an estimate run (issue 34): dense N(b) for a
-fraction of the evaluations.
+fraction of the evaluations. See docs/concepts/evaluation.md for the whole of it.
 
-Dense evaluation (train.loop.Trainer.run) evaluates the whole held-out split at
-every grid point (every `eval_every_samples`, or every step above that batch size);
-N(b) is the first grid point whose accuracy is >= the target. Evaluating costs far
-more than training there (93.7% of a CIFAR estimate's wall time). This schedule
+Dense evaluation (train.loop.Trainer.run) scores the whole held-out split at every grid
+point; N(b) is the first grid point whose accuracy is >= the target. This schedule
 reports the same grid point while evaluating the whole split at only a few:
 
-* Sequential looks (train/loop/evalplan.Check, which device runs share). A grid point's
-  look scores the held-out split in its evaluation batches, in order (a random order:
-  estimate loads the test split in a seeded random order), and after each batch asks
-  whether the rest can change the verdict: the point is ruled out ("below the
-  threshold") once the items scored so far, m of them, have a mean plus `z` standard
-  errors below it, or once even all the rest scored right could not lift it there. The standard error is that of a mean of m draws without
-  replacement from the N held-out items, sqrt(v / m) * sqrt((N - m) / (N - 1)) (the
-  finite population correction: Cochran, Sampling Techniques, 3rd ed. 1977, Sec. 2.5),
-  with v = max(p(1 - p)) over p >= threshold, the largest variance of a [0, 1] metric
-  whose mean reaches the threshold (Bhatia-Davis bound); where an item makes several
-  predictions (a text window, one per character) the metric is a cluster sample's,
-  and the items' own spread (train/loop/scoring.ItemSpread) gives a Student t margin of
-  the same tail where that is smaller (the one-sided t test: a split of windows whose
-  accuracy varies by 0.1 from one to the next gets a margin a fifth of the bound's,
-  from 30 items on). The checks come every
-  `screen_samples` items (or every evaluation batch, if larger: 512 on a GPU) up to
-  90% of the split, K of them, each at z = Phi^-1(1 - look_error / K) (Bonferroni): a
-  point whose whole-split metric reaches the threshold is ruled out with probability
-  at most `look_error` per look (2.7e-3: the two z = 3 screens of the schedule before,
-  normal approximation). A look no check stops is the whole evaluation itself
-  (Trainer.evaluate's sums in the same batches), its value stored on the curve; N(b)
-  is read from those values only. Unlike separate screens, a look that cannot tell
-  costs nothing beyond the whole evaluation (the subset screens before it were
-  scored separately, their items again by the whole evaluation where they could not
-  tell: 37% of the CIFAR job's evaluation time went to screens).
-* Far jumps with replay (CPU). While a look shows the run below the target minus `far_gap`,
-  the next look is `growth` times later, and an in-memory checkpoint
-  (Trainer.state_dict) is kept at every such look. A far look tests the far line; one
-  whose items rule the target out while their mean sits at or above that line stops
-  there, not far (the whole split could only have said so). The first look that is not far
-  restores the last checkpoint and looks at every grid point from there (replay: CPU
-  training is bit-for-bit repeatable at a fixed thread count, so the replayed grid
-  points are the dense run's); a look there that shows the run far again resumes the
-  jumps. The one assumption: between two looks both `far_gap` below the target the
-  accuracy did not touch it.
-* Far looks without replay (CUDA). CUDA training is not repeatable (without
-  deterministic kernels), so a restored checkpoint would not retrace the run: there
-  the run follows a device run's plan, and its one assumption (train/loop/evalplan.py:
-  secant looks, no return to far). On the H200's dense curves
-  (benchmarks/results/estimate_cost_h200/looks) it saves a third of the looks and
-  keeps every N(b).
-* Reference runs (--target-fraction, no target yet) look at every grid point against
-  their best-so-far: a point ruled out is "no new best" for the plateau count, every
-  other is evaluated whole, so the best accuracy and the plateau stop are dense's.
+* Sequential looks (train/loop/evalplan.Check, shared with device runs): a look scores
+  the split (in a seeded random order) batch by batch and rules the point out once the
+  items scored have a mean plus `z` standard errors below the threshold: m draws without
+  replacement from N items, sqrt(v / m) * sqrt((N - m) / (N - 1)) (Cochran, Sampling
+  Techniques, 3rd ed. 1977, Sec. 2.5), v the largest variance of a [0, 1] metric at the
+  threshold (Bhatia-Davis bound), or a Student t margin from the items' own spread
+  (train/loop/scoring.ItemSpread); K checks at z = Phi^-1(1 - look_error / K)
+  (Bonferroni). A look no check stops is the whole evaluation: N(b) reads those alone.
+* Far jumps with replay (CPU): while a look shows the run `far_gap` below the target,
+  the next look is `growth` times later and a checkpoint is kept; the first look that
+  is not far restores it and looks at every grid point from there (CPU training is
+  bit-for-bit repeatable at a fixed thread count). The one assumption: between two
+  looks both `far_gap` below the target the accuracy did not touch it.
+* Far looks without replay (CUDA, not repeatable): a device run's plan
+  (train/loop/evalplan.py).
+* Reference runs (no target yet) look at every grid point against their best so far,
+  so the best accuracy and the plateau stop are dense's.
 
 The end of the budget is always evaluated on the whole split, as dense does.
 """
@@ -99,11 +70,9 @@ def _planned(tr: Any, target: float, params: SparseParams) -> SparseStats:
 
 
 class _FarCheck(Check):
-    """A far look's check (replay): it rules the point far, below the far line (its
-    threshold); or it stops once the items scored rule out the target while their mean
-    sits at or above the far line, where going on to the whole split could only tell
-    "not far" (bar a mean that falls back): the point is then a near look's, below the
-    target."""
+    """A far look's check (replay): the point is far, below the far line (its threshold);
+    or, once the items scored rule out the target while their mean sits at or above the
+    far line (the whole split could only tell "not far"), a near look's, below target."""
 
     def __init__(self, check: Check, target: float) -> None:
         super().__init__(check.threshold, check.items, check.every, check.z, check.item_spread)
@@ -124,8 +93,7 @@ def _look(
     target: Optional[float] = None,
 ) -> Any:
     """One grid point's sequential look against `threshold` (the whole split when
-    `force`d: the end of the budget; a far look's, _FarCheck, given the `target`).
-    (its curve point or None, its Check)."""
+    `force`d; a far look's _FarCheck given the `target`): (curve point or None, Check)."""
     tally.looks += 1
     check = Check.for_look(threshold, tr, params)
     if target is not None:
@@ -176,8 +144,7 @@ def _replayed(tr: Any, target: float, params: SparseParams) -> SparseStats:
 
 
 def _reference(tr: Any, patience: Optional[int], params: SparseParams) -> SparseStats:
-    """Every grid point against the best so far: the dense plateau rule, exactly
-    (w.h.p.)."""
+    """Every grid point against the best so far: the dense plateau rule (w.h.p.)."""
     tally, best, since = SparseStats(), -math.inf, 0
     while not tr.done:
         before = tr.samples

@@ -1,10 +1,9 @@
-"""Pre-training on a source dataset: the weights estimation and device training start from.
+"""Pre-training on a source dataset: the weights estimation and device training start from
+(paper Sec. 4.2: "the same pre-trained model is fine-tuned with every batch size").
 
-The efficiency estimate and device training both start from the same pre-trained
-weights (paper Sec. 4.2: "the same pre-trained model is fine-tuned with every batch
-size"). `pretrain()` trains a model on a source dataset with the common training
-loop and saves its state dict with `models.weights.save_weights` (loaded back with
-`weights_only=True`), recording the dataset, accuracy, input shape and class count.
+`pretrain()` trains with the common training loop and saves the state dict with
+`models.weights.save_weights` (loaded back with `weights_only=True`), recording the
+dataset, accuracy, input shape and class count.
 """
 
 import json

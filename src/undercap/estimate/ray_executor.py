@@ -1,24 +1,13 @@
 """Estimate runs as Ray tasks, on a local Ray or a cluster (`--executor ray`).
 
-The estimate's cost is its (proxy, b, seed) training runs; each is one Ray task
-here, asking Ray for `cpus_per_run` CPUs (its torch threads, pinned in the task)
-and, for CUDA runs, one GPU. Without an address a local Ray is started and shut
-down at the end; with one, the driver joins that cluster and leaves it running.
-
-What the local pool (estimate._Runner) guarantees holds here too:
-
-* Same N(b): a task runs the very `runs.run_job` the pool runs, on the same Job.
-* Workers need none of the driver's disk: a task returns its record, and the driver
-  writes it to the run cache (the pool's workers write it themselves). Pre-trained
-  weights travel through Ray's object store when a node does not have the file.
-  Data and user code must be at the same path on every node (docs/guides/cluster.md).
-* A worker that dies mid-run (killed, out of memory, node lost) has that run retried
-  by Ray, at most `retries` times (Ray's `max_retries`: system failures only, so a
-  Python error in the run fails at once and names the run).
-* Finished runs are in the cache as soon as they come back, so an interrupted
-  estimate resumes from there.
-* Runs are submitted as the cluster has room for them, not all at once, so a batch
-  size found hopeless (estimate._hopeless) stops new runs, as in the pool.
+Each (proxy, b, seed) run is one Ray task asking for `cpus_per_run` CPUs (its torch
+threads, pinned in the task) and, for CUDA runs, one GPU. Without an address a local Ray
+is started and shut down at the end; with one, the driver joins that cluster and leaves
+it running. What the local pool guarantees holds here too (docs/guides/cluster.md): a
+task runs the very `runs.run_job` on the same Job (same N(b)); the driver caches records
+as they come back (workers need none of its disk; an interrupted estimate resumes); Ray
+retries a dead worker's run (`max_retries`: system failures only); runs are submitted as
+the cluster has room, so a hopeless batch size stops new runs.
 
 Ray is imported here only: `import undercap.estimate` and the light device install
 never import it (tests/test_ray_estimate.py checks).
@@ -89,7 +78,12 @@ class RayRuns:
         self._weights: Dict[str, Any] = {}  # weights file -> its object-store ref
         try:
             self.device = self._device(torch_device)
-            self._check_room()
+            cpus = self.ray.cluster_resources().get("CPU", 0.0)
+            if cpus < cpus_per_run:  # Ray would wait forever for an infeasible task
+                raise UndercapError(
+                    f"--threads {cpus_per_run}: each run asks Ray for that many CPUs, "
+                    f"but the cluster has {cpus:g}; give fewer threads"
+                )
         except BaseException:
             self.close()  # a Ray we started must not outlive a refusal
             raise
@@ -138,14 +132,6 @@ class RayRuns:
         if self.gpus_per_run:
             room = min(room, int(res.get("GPU", 0.0) // self.gpus_per_run))
         return max(1, room)
-
-    def _check_room(self) -> None:
-        cpus = self.ray.cluster_resources().get("CPU", 0.0)
-        if cpus < self.cpus_per_run:  # Ray would wait forever for an infeasible task
-            raise UndercapError(
-                f"--threads {self.cpus_per_run}: each run asks Ray for that many CPUs, "
-                f"but the cluster has {cpus:g}; give fewer threads"
-            )
 
     def run(self, todo: List[Job], skip: Callable[[Job], bool]) -> Iterator[Record]:
         """Run the jobs as tasks, yielding each record once it is in the cache; `skip`
@@ -244,8 +230,7 @@ def _check_reachable(address: str) -> None:
     (ray.init retries an unreachable address for about a minute)."""
     if address == "auto":
         return  # the cluster `ray start` left on this machine: Ray's own lookup
-    hostport = address.split("://", 1)[-1]
-    host, _, port = hostport.rpartition(":")
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
         raise UndercapError(
             f"--ray-address {address!r}: give HOST:PORT of the head node (e.g. "

@@ -1,12 +1,10 @@
 """One (batch size, seed) run of the efficiency estimate.
 
-A run fine-tunes a fresh copy of the model (pre-trained weights, or a seeded random
-init) with the common training loop at batch size b and the square-root-scaled
-learning rate, evaluating on the test split every `eval_every_samples`, and stops at
-its target accuracy, at the sample budget or, for reference runs, at a plateau. Its
-record (curve, samples, seconds) goes into the cache (artifacts.cache, kind
-"estimate-run", keyed by estimate.config.run_key) from whichever process ran it, so
-finished work survives a SIGKILL of the parent and an interrupted estimate resumes.
+A run fine-tunes a fresh copy of the model at batch size b and the square-root-scaled
+learning rate until its target accuracy, the sample budget or (reference runs) a
+plateau. Its record goes into the cache (kind "estimate-run", keyed by
+estimate.config.run_key) from whichever process ran it, so finished work survives a
+SIGKILL of the parent and an interrupted estimate resumes.
 """
 
 import dataclasses
@@ -34,11 +32,8 @@ MIN_CHECK_ITEMS = 32
 #: evaluation batches of dense runs (the reference) and of every run on a GPU, where a
 #: batch is mostly fixed cost (a look's check can only come at the end of one)
 EVAL_BATCH = 512
-#: fold batch norm (train/loop/fold.py) only for held-out splits of at least this many input
-#: elements: the fold's trace and copy cost ~13 ms a look for the small CNN, more than it
-#: saves on 300 8x8 digits (one evaluation 26.9 ms -> 42.8 ms) and ~1% of an evaluation
-#: of 2,500 CIFAR images (7.7M elements), which it makes 1.15-1.18x faster
-#: (benchmarks/eval_speed.py)
+#: fold batch norm (train/loop/fold.py) only for held-out splits of at least this many
+#: input elements: below, the fold costs more than it saves (benchmarks/eval_speed.py)
 FOLD_MIN_EVAL_ELEMENTS = 1 << 22
 
 
@@ -57,8 +52,7 @@ class Job:
     max_samples: int
     eval_every_samples: int
     eval_max_samples: Optional[int]
-    #: reference runs only: stop after this many evals without a new best
-    plateau_patience: Optional[int]
+    plateau_patience: Optional[int]  # reference runs: end after this many evals, no new best
     pretrained: Optional[str]
     init_seed: int  # seeds the model's initialisation (all of it, or the fresh head)
     cache_root: Optional[str]  # where the record goes (artifacts.cache)
@@ -175,10 +169,9 @@ def _eval_items(splits: Any, job: Job) -> int:
 
 
 def _eval_style(job: Job, splits: Any, sparse: Optional[SparseParams]) -> Dict[str, Any]:
-    """How a run evaluates (LoopConfig's eval_* fields). Sparse CPU runs: cache-sized
-    batches that end where a look checks, channels-last images, batch norm folded on
-    large splits (each faster on a CPU, train/loop/fold.py); on a GPU, and dense runs (the
-    reference), batches of 512, the model as it is."""
+    """How a run evaluates (LoopConfig's eval_* fields): sparse CPU runs in cache-sized
+    batches that end where a look checks, channels-last, batch norm folded on large
+    splits (each faster on a CPU); others in batches of 512, the model as it is."""
     if sparse is None or job.torch_device != "cpu":
         return {"eval_batch_size": EVAL_BATCH}
     elements = _eval_items(splits, job) * int(splits.x_test[:1].numel())  # a whole evaluation's
@@ -192,17 +185,11 @@ def _eval_style(job: Job, splits: Any, sparse: Optional[SparseParams]) -> Dict[s
 def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
     """The sparse schedule with the items between a look's checks (screen_samples) that
     fit the held-out split, or None (dense). With fewer than MIN_CHECKS checks a look
-    rarely stops early and the far jumps' replays only add training: dense was as fast
-    or faster (the first schedule on the matrix's 500- and 300-item splits,
-    benchmarks/results/estimate_cost.md: image 1.0x, text 0.8x). So on a CPU a split
-    too small for MIN_CHECKS checks of `screen_samples` is checked more often (a look
-    then scores its batches of that size), down to MIN_CHECK_ITEMS a check; a split
-    smaller still runs dense, exactly: a dense run. So does one too small for
-    MIN_CHECKS of a spacing the user chose (kept as chosen, however fine). A GPU checks
-    at its batches of 512 (the finest checks worth their fixed cost there) and never
-    replays (its far looks do not go back: evalsched.py), so a split of any size runs
-    sparse there: its far looks save whole evaluations even where no check fits, as a
-    device run's do."""
+    rarely stops early and replays only add training (benchmarks/results/estimate_cost.md),
+    so on a CPU a split too small for MIN_CHECKS checks is checked more often, down to
+    MIN_CHECK_ITEMS a check; a smaller one, or one too small for a spacing the user chose,
+    runs dense. A GPU checks at its batches of 512 and never replays, so its far looks
+    save whole evaluations at any split size (docs/concepts/evaluation.md)."""
     if job.sparse is None:
         return None
     n_items, every = _eval_items(splits, job), job.sparse.screen_samples
@@ -289,7 +276,10 @@ def _record(
         "samples_to_target": result.samples_to_target,
         "samples_trained": result.samples_trained,
         "steps": result.steps,
-        "curve": [[p.samples, p.accuracy, _finite_or_none(p.loss)] for p in result.curve],
+        # a diverged run's NaN loss is not JSON
+        "curve": [
+            [p.samples, p.accuracy, p.loss if math.isfinite(p.loss) else None] for p in result.curve
+        ],
         "accuracy_kind": accuracy_kind,
         "wall_s": wall_s,  # model set-up + training + evaluation
         "data_load_s": load_s,
@@ -298,10 +288,6 @@ def _record(
         "torch_device": job.torch_device,
         "init": init,
     }
-
-
-def _finite_or_none(x: float) -> Optional[float]:
-    return x if math.isfinite(x) else None  # a diverged run's NaN loss is not JSON
 
 
 # --- reading a run's curve ------------------------------------------------------------

@@ -1,17 +1,15 @@
 """The Flower ClientApp: one per device (a SuperNode on a Jetson, or a virtual node in
 Flower's simulation). `flwr run` loads `undercap.fleet.client_app:app`.
 
-* `@app.query()`: the node opens its device, profiles the model on it (its own
-  t(b, f), P(b, f); cached, so once per node) and measures its idle power; it replies
-  with the profile, its cap (and schedule), and how many training examples it holds.
-* `@app.train()`: the node loads the global weights, runs the round the server
-  planned for it (batch size, clock, local samples) under its own cap with the power
-  guard (local.py), and replies with the updated weights plus the measured device
-  time, energy, peak power, samples, steps and (b, f).
+* `@app.query()`: the node profiles the model on its device (its own t(b, f), P(b, f);
+  cached, so once per node) and measures its idle power; it replies with the profile,
+  its cap (and schedule), and how many training examples it holds.
+* `@app.train()`: the node loads the global weights, runs the round the server planned
+  for it under its own cap with the power guard (local.py), and replies with the
+  updated weights and what it measured (records.NodeRound's fields).
 
-The node is described by its node config (`device`, `power-limit-w`,
-`power-schedule`, `partition-id`, `num-partitions`); in simulation by the fleet
-file's entry at its `partition-id`. The server sends the rest (model, data, seed).
+The node is described by its node config (spec.node_from_config); in simulation by the
+fleet file's entry at its `partition-id`. The server sends the rest (model, data, seed).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from flwr.clientapp import ClientApp
 from undercap.fleet.config import data_spec
 from undercap.fleet.spec import FleetSpec, NodeSpec, node_from_config
 
+_SCHEDULE_KEYS = ("times_s", "limits_w", "period_s")  # what a query reply says of a schedule
 app = ClientApp()
 
 
@@ -69,13 +68,7 @@ def query(msg: Message, context: Context) -> Message:
         "num_examples": int(splits.n_train),
         "idle_power_w": idle_w,
         "profile": profile.to_dict(),
-        "schedule": None
-        if schedule is None
-        else {
-            "times_s": schedule.times_s,
-            "limits_w": schedule.limits_w,
-            "period_s": schedule.period_s,
-        },
+        "schedule": None if schedule is None else {k: getattr(schedule, k) for k in _SCHEDULE_KEYS},
     }
     return Message(RecordDict({"node": ConfigRecord({"info": json.dumps(info)})}), reply_to=msg)
 
@@ -106,15 +99,10 @@ def train(msg: Message, context: Context) -> Message:
             relative={int(b): float(r) for b, r in setup.get("relative", {}).items()},
         )
         simulated = bool(device.is_simulated)
+    info = {**metrics, "name": node.name, "device": node.device, "simulated": simulated}
     reply = {
         "arrays": ArrayRecord(model.state_dict()),
         "metrics": MetricRecord({"num-examples": int(splits.n_train)}),
-        "node": ConfigRecord(
-            {
-                "info": json.dumps(
-                    {**metrics, "name": node.name, "device": node.device, "simulated": simulated}
-                )
-            }
-        ),
+        "node": ConfigRecord({"info": json.dumps(info)}),
     }
     return Message(RecordDict(reply), reply_to=msg)

@@ -1,9 +1,7 @@
 """A fleet run's settings: what the server plans with and what every node is told.
-Torch-free and Flower-free.
-
-`undercap fleet` builds a FleetConfig from its flags; `flwr run` builds one from the
-app's run config (`[tool.flwr.app.config]` in the Flower app's pyproject.toml, keys
-with dashes: model, dataset, fleet-file, efficiency, target-accuracy, ...).
+Torch-free and Flower-free. `undercap fleet` builds a FleetConfig from its flags, `flwr
+run` from the app's run config (`[tool.flwr.app.config]` in the Flower app's
+pyproject.toml; keys with dashes: model, dataset, fleet-file, efficiency, ...).
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 from undercap.fleet.plan import BALANCED, MODES
-from undercap.fleet.spec import FleetSpec
+from undercap.fleet.spec import FleetSpec, load_fleet
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,6 @@ def from_run_config(
     Relative `fleet-file` and `efficiency` paths are read from `app_dir` (the Flower
     app's folder, which `flwr run` ships to the SuperLink; None: the working directory)."""
     from undercap.artifacts.efficiency import load_efficiency
-    from undercap.fleet.spec import load_fleet
 
     def get(key: str, default: Any = None) -> Any:
         value = run_config.get(key, default)
@@ -111,14 +108,13 @@ def from_run_config(
     if not get("fleet-file") or not get("efficiency"):
         raise UndercapError("the app's run config needs fleet-file and efficiency (paths)")
     eff = load_efficiency(path("efficiency"))
-    rel = {int(b): float(r) for b, r in eff.relative.items()}
     limit = get("limit")
-    cfg = FleetConfig(
+    return FleetConfig(
         fleet=load_fleet(path("fleet-file")),
         model=str(get("model", eff.model)),
         data=DataSpec(str(get("dataset", "digits")), limit=None if limit is None else int(limit)),
         target_accuracy=float(get("target-accuracy", 0.9)),
-        relative=rel,
+        relative={int(b): float(r) for b, r in eff.relative.items()},
         mode=str(get("plan", BALANCED)),
         partition=str(get("partition", "iid")),
         round_work=None if get("round-samples") is None else float(get("round-samples")),
@@ -128,5 +124,4 @@ def from_run_config(
         cache_dir=get("cache-dir"),
         efficiency_source=path("efficiency"),
         extra={"out_dir": get("out-dir", "fleet-out")},
-    )
-    return cfg.check()
+    ).check()

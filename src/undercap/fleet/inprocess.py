@@ -1,11 +1,7 @@
 """A Flower Grid that delivers each message to the same ClientApp in this process, one
-node after another (`undercap fleet --backend inprocess`).
-
-For machines where Ray (Flower's simulation backend) is unavailable or too heavy,
-and for quick tests. The ServerApp, strategy and ClientApp are exactly those that
-run under Flower's simulation and with a SuperLink and SuperNodes; only the
-transport differs. Nodes running one after another is no loss: simulated devices
-keep their own clocks, so a round's time is still the slowest node's.
+node after another (`undercap fleet --backend inprocess`): no Ray, for quick runs and
+tests. Only the transport differs from Flower's simulation and a SuperLink; simulated
+devices keep their own clocks, so a round's time is still the slowest node's.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """One node's part: its data, its profile, and one local round on its device under its
 own cap. Torch, no Flower (client_app.py adapts Flower messages to these calls).
 
-The local round is undercap's capped loop (train/api.py): the clock is locked at the
-round's frequency (restored on every exit path), the power sampler and guard hold
-the node's cap, and every optimizer step is charged to the device (a simulated
-device advances its virtual clock by t(b, f) * b). A node with a changing cap
-(`power-schedule`) follows it during the round like `--power-schedule` does: at each
-change Algorithm 1 re-selects (b, f) from the node's profile and r(b)
-(train/session/follow.py), and the round ends after the same amount of work.
-
-The local optimizer starts fresh every round from the global weights with the
-learning rate sqrt-scaled from the largest batch (paper Sec. 4.2), as every undercap
-run does.
+The local round is undercap's capped loop (train/api.py: the clock locked and restored,
+the power sampler and guard holding the cap; a simulated device advances its virtual
+clock by t(b, f) * b per step). A changing cap (`power-schedule`) is followed like
+`--power-schedule`: Algorithm 1 re-selects (b, f) at each change
+(train/session/follow.py), and the round ends after the same amount of work. The local
+optimizer starts fresh every round from the global weights, its learning rate
+sqrt-scaled from the largest batch (paper Sec. 4.2).
 """
 
 from __future__ import annotations
@@ -145,7 +141,10 @@ def run_round(
 
     follows = schedule is not None  # the cap changes: Algorithm 1 at every change
     if follows:
-        horizon = 100.0 * max(1.0, task.local_samples * _slowest_s(profile))
+        slowest_s = (
+            max((r.time_per_sample_s for r in profile.rows), default=1.0) if profile else 1.0
+        )
+        horizon = 100.0 * max(1.0, task.local_samples * slowest_s)
         cap: Cap = shifted(schedule, task.fleet_time_s, horizon)
     else:
         cap = FixedCap(task.power_limit_w)
@@ -213,7 +212,3 @@ def _optimizer(model: torch.nn.Module, task: LocalTask, b: int) -> torch.optim.O
     if task.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=_lr(task, b))
     raise UndercapError(f"local optimizer {task.optimizer!r}: use adam or sgd")
-
-
-def _slowest_s(profile: Optional[Profile]) -> float:
-    return max((r.time_per_sample_s for r in profile.rows), default=1.0) if profile else 1.0

@@ -73,11 +73,9 @@ class RoundRecord:
 def with_idle(nodes: List[NodeRound]) -> Tuple[Tuple[NodeRound, ...], float]:
     """The nodes with their wait for the slowest filled in, and the round's length."""
     round_s = max((n.device_time_s for n in nodes), default=0.0)
-    out = []
-    for n in nodes:
-        idle = max(0.0, round_s - n.device_time_s)
-        out.append(replace(n, idle_s=idle, idle_energy_j=idle * n.idle_power_w))
-    return tuple(out), round_s
+    idle = [max(0.0, round_s - n.device_time_s) for n in nodes]
+    out = tuple(replace(n, idle_s=i, idle_energy_j=i * n.idle_power_w) for n, i in zip(nodes, idle))
+    return out, round_s
 
 
 @dataclass(frozen=True)
@@ -96,8 +94,7 @@ class FleetResult:
 
     @property
     def rounds_to_target(self) -> Optional[int]:
-        hit = [r.round for r in self.rounds if r.accuracy >= self.target_accuracy]
-        return hit[0] if hit else None
+        return next((r.round for r in self.rounds if r.accuracy >= self.target_accuracy), None)
 
     def _upto(self) -> Tuple[RoundRecord, ...]:
         n = self.rounds_to_target

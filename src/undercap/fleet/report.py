@@ -1,13 +1,8 @@
-"""A fleet run's results folder, written atomically (artifacts/io.py):
-
-    fleet.json   the whole run (undercap.fleet/1: summary, config, fleet, every round)
-    rounds.csv   one row per round (time, accuracy, energy with idle, idle time)
-    nodes.csv    one row per node per round ((b, f), steps, samples, device time,
-                 idle time, energy, peak power against the node's own cap)
-    summary.md   the short human summary (also printed)
-    fleet.png    time per round per node, idle time, and peak power against the cap
-
-Every line says when the devices were simulated. Torch-free and Flower-free.
+"""A fleet run's results folder, written atomically (artifacts/io.py): fleet.json (the
+whole run, schema undercap.fleet/1), rounds.csv (one row per round), nodes.csv (one row
+per node per round, with its headroom under its own cap), summary.md (also printed) and
+fleet.png (docs/guides/fleet.md). Every output says when the devices were simulated.
+Torch-free and Flower-free.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from undercap.artifacts.io import save_json, write_atomic
-from undercap.fleet.records import FleetResult
+from undercap.fleet.records import FleetResult, NodeRound
 
 SIM = "simulated devices: clocks, power and energy from undercap's device model"
 
@@ -39,13 +34,10 @@ def round_rows(result: FleetResult) -> List[Dict[str, Any]]:
 
 
 def node_rows(result: FleetResult) -> List[Dict[str, Any]]:
-    rows = []
-    for r in result.rounds:
-        for n in r.nodes:
-            d = n.to_dict()
-            cap = n.power_limit_w
-            d["headroom_w"] = None if cap is None else cap - n.peak_power_w
-            rows.append(d)
+    rows = [n.to_dict() for r in result.rounds for n in r.nodes]
+    for d in rows:
+        cap = d["power_limit_w"]
+        d["headroom_w"] = None if cap is None else cap - d["peak_power_w"]
     return rows
 
 
@@ -91,8 +83,12 @@ def summary_text(result: FleetResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _rounds_of(result: FleetResult, name: str) -> List[NodeRound]:
+    return [n for r in result.rounds for n in r.nodes if n.name == name]
+
+
 def _node_line(result: FleetResult, name: str) -> str:
-    rs = [n for r in result.rounds for n in r.nodes if n.name == name]
+    rs = _rounds_of(result, name)
     if not rs:
         return f"| {name} | | | | | | | left out |"
     last = rs[-1]
@@ -139,20 +135,17 @@ def plot_fleet(result: FleetResult, path: Union[str, Path], *, log: Any = None) 
         return None
     fig = Figure(figsize=(11, 3.4))
     axes = fig.subplots(1, 3)
-    names = [n["name"] for n in result.fleet.get("nodes", [])]
-    for name in names:
-        rs = [n for r in result.rounds for n in r.nodes if n.name == name]
+    for name in [n["name"] for n in result.fleet.get("nodes", [])]:
+        rs = _rounds_of(result, name)
         x = [n.round for n in rs]
         axes[0].plot(x, [n.device_time_s for n in rs], marker=".", label=name)
         axes[1].plot(x, [n.idle_s for n in rs], marker=".")
         axes[2].plot(x, [_cap_share(n) for n in rs], marker=".")
-    axes[0].plot(
-        [r.round for r in result.rounds], [r.round_s for r in result.rounds], "k--", label="round"
-    )
+    rounds = [r.round for r in result.rounds]
+    axes[0].plot(rounds, [r.round_s for r in result.rounds], "k--", label="round")
     axes[2].axhline(1.0, color="r", lw=1)
-    for ax, title in zip(
-        axes, ("device time per round (s)", "idle time (s)", "peak power / own cap")
-    ):
+    titles = ("device time per round (s)", "idle time (s)", "peak power / own cap")
+    for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("round")
     axes[0].legend(fontsize=6, ncol=2)
@@ -161,5 +154,5 @@ def plot_fleet(result: FleetResult, path: Union[str, Path], *, log: Any = None) 
     return save_figure(fig, path)
 
 
-def _cap_share(n: Any) -> float:
+def _cap_share(n: NodeRound) -> float:
     return n.peak_power_w / n.power_limit_w if n.power_limit_w else float("nan")

@@ -1,13 +1,10 @@
-"""The Flower ServerApp. `flwr run` loads the app's ServerApp (examples/fleet-app:
-`deployment_app` with the app's own folder; `undercap.fleet.server_app:app` reads
-relative paths from the working directory), which reads its settings from the app's
-run config (config.from_run_config) and writes the results folder (report.py) to its
-`out-dir`. `undercap fleet` builds the same app around a FleetConfig
-(`build_server_app`) for Flower's simulation runtime.
-
-The server holds the global model and evaluates it on the test split after every
-round (the nodes only train); PowerCapStrategy (strategy.py) does the rest and stops
-at the target accuracy.
+"""The Flower ServerApp. `flwr run` loads the app's ServerApp (`deployment_app`:
+examples/fleet-app's with its own folder, `undercap.fleet.server_app:app` with the
+working directory), which reads its settings from the run config and writes the results
+folder (report.py) to its `out-dir`; `undercap fleet` builds the same app around a
+FleetConfig (`build_server_app`). The server holds the global model and evaluates it on
+the test split after every round (the nodes only train); PowerCapStrategy
+(strategy.py) does the rest and stops at the target accuracy.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ import flwr
 from flwr.app import Array, ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
+from undercap.errors import UndercapError
 from undercap.fleet.config import FleetConfig
 from undercap.fleet.plan import RoundPlan
 from undercap.fleet.records import FleetResult, RoundRecord
@@ -44,11 +42,9 @@ def build_server_app(cfg: FleetConfig, sink: Sink, *, progress: bool = True) -> 
 
 def deployment_app(app_dir: Optional[Union[str, Path]] = None) -> ServerApp:
     """The ServerApp for `flwr run`: the run config names the fleet, model, data and
-    r(b). Relative `fleet-file` and `efficiency` paths are read from `app_dir` (the
-    Flower app's folder: examples/fleet-app/undercap_fleet_app.py passes its own, which
-    `flwr run` ships to the SuperLink; None: the working directory); a relative
-    `out-dir` is under the working directory of the SuperLink (where
-    `flower-superlink` was started)."""
+    r(b). `app_dir` as in config.from_run_config (examples/fleet-app/undercap_fleet_app.py
+    passes its own folder); a relative `out-dir` is under the SuperLink's working directory
+    (where `flower-superlink` was started)."""
     server = ServerApp()
 
     @server.main()
@@ -74,8 +70,6 @@ app = deployment_app()  # relative run-config paths from the working directory
 
 
 def wait_for_nodes(grid: Grid, n: int, timeout_s: float = NODES_TIMEOUT_S) -> List[int]:
-    from undercap.errors import UndercapError
-
     t0 = time.monotonic()
     while True:
         ids = list(grid.get_node_ids())
@@ -104,13 +98,16 @@ def serve(grid: Grid, cfg: FleetConfig, *, progress: bool = True) -> FleetResult
         {k: Array.from_numpy_ndarray(v.detach().cpu().numpy()) for k, v in state.items()}
     )
     acc0, _ = evaluate(initial)
+    round_work = cfg.round_work or float(n_train)
     rounds_bar = bar(progress, desc=f"fleet {cfg.mode}", unit="round", total=cfg.max_rounds)
-    strategy = PowerCapStrategy(
-        cfg,
-        trainable,
-        round_work=cfg.round_work or float(n_train),
-        on_round=_progress(rounds_bar),
-    )
+
+    def on_round(record: RoundRecord, plan: RoundPlan) -> None:
+        rounds_bar.update(1)
+        rounds_bar.set_postfix(
+            acc=f"{record.accuracy:.3f}", round_s=f"{record.round_s:.2f}", refresh=False
+        )
+
+    strategy = PowerCapStrategy(cfg, trainable, round_work=round_work, on_round=on_round)
     try:
         strategy.start(
             grid, initial, num_rounds=cfg.max_rounds, timeout=ROUND_TIMEOUT_S, evaluate_fn=evaluate
@@ -127,22 +124,12 @@ def serve(grid: Grid, cfg: FleetConfig, *, progress: bool = True) -> FleetResult
         target_accuracy=cfg.target_accuracy,
         reached=any(r.accuracy >= cfg.target_accuracy for r in rounds),
         rounds=rounds,
-        config={**cfg.to_dict(), "round_work": cfg.round_work or float(n_train)},
+        config={**cfg.to_dict(), "round_work": round_work},
         fleet=fleet.to_dict(),
         simulated=simulated,
         provenance=provenance(seed=cfg.seed, flwr_version=flwr.__version__),
         initial_accuracy=acc0,
     )
-
-
-def _progress(rounds_bar: Any) -> Callable[[RoundRecord, RoundPlan], None]:
-    def on_round(record: RoundRecord, plan: RoundPlan) -> None:
-        rounds_bar.update(1)
-        rounds_bar.set_postfix(
-            acc=f"{record.accuracy:.3f}", round_s=f"{record.round_s:.2f}", refresh=False
-        )
-
-    return on_round
 
 
 def _global_model(

@@ -1,14 +1,9 @@
 """`undercap fleet`: a local simulation of a fleet of (simulated) power-capped devices
 training one model, with the same ServerApp and ClientApp that run on real devices.
-
-Backends:
-* "ray": Flower's simulation runtime (`flwr.simulation.run_simulation`, the Message
-  API's entry point; Ray actors run the ClientApp, one virtual SuperNode per node);
-* "inprocess": the same apps in this process, node after node (inprocess.py): no
-  Ray, quick start; for tests and for machines without Ray.
-
-Simulated devices keep their own virtual clocks, so the measured round times do not
-depend on how many nodes the host runs at once.
+Backends: "ray", Flower's simulation runtime (`flwr.simulation.run_simulation`; Ray
+actors run the ClientApp, one virtual SuperNode per node), and "inprocess", the same
+apps in this process, node after node (inprocess.py). Simulated devices keep their own
+virtual clocks, so the measured round times do not depend on how many run at once.
 """
 
 from __future__ import annotations
@@ -42,10 +37,8 @@ def run_fleet(
         raise UndercapError(f"--backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     results: List[FleetResult] = []
     server = build_server_app(cfg, results.append, progress=progress)
-    if backend == "ray":
-        _run_ray(server, len(cfg.fleet.nodes))
-    else:
-        _run_inprocess(server, len(cfg.fleet.nodes))
+    run = _run_ray if backend == "ray" else _run_inprocess
+    run(server, len(cfg.fleet.nodes))
     if not results:
         raise UndercapError("the fleet simulation ended without a result (see the log above)")
     if out_dir is not None:

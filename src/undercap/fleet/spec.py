@@ -1,19 +1,12 @@
 """The fleet: which devices, each under which cap (a fleet file, or a SuperNode's
 `--node-config`). Torch-free and Flower-free.
 
-A fleet file is TOML, one `[[node]]` table per kind of node:
-
-    [[node]]
-    device = "sim:jetson-nano"   # any `--device` name: sim:..., jetson, nvml:0
-    power_limit_w = 3.3          # the node's own cap (omit or "none": no cap)
-    count = 3                    # this many such nodes (default 1)
-    name = "nano"                # optional; repeats are named nano-0, nano-1, ...
-    power_schedule = "caps.csv"  # optional: a changing cap (CSV time_s,power_limit_w,
-                                 # like --power-schedule; relative to the fleet file)
-
-On a real device the SuperNode's node config says the same for that one node:
-`--node-config "device='jetson' power-limit-w=5.0 partition-id=0 num-partitions=3"`
-(`power-schedule` and `name` optional).
+A fleet file is TOML, one `[[node]]` table per kind of node (docs/guides/fleet.md):
+`device` (any `--device` name), `power_limit_w` (the node's own cap; omit or "none":
+no cap), `count` (default 1; repeats are named name-0, name-1, ...), and optionally
+`name`, `power_schedule` (a changing cap: a CSV like --power-schedule, relative to the
+fleet file) and `read_only`. A SuperNode's node config says the same for its one node:
+`--node-config "device='jetson' power-limit-w=5.0 partition-id=0 num-partitions=3"`.
 """
 
 from __future__ import annotations
@@ -44,12 +37,6 @@ class NodeSpec:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @property
-    def label(self) -> str:
-        cap = "no cap" if self.power_limit_w is None else f"{self.power_limit_w:g} W"
-        sched = f", schedule {self.power_schedule}" if self.power_schedule else ""
-        return f"{self.name} ({self.device} at {cap}{sched})"
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,11 @@
 work balanced across heterogeneous caps (plan.py), unbiased aggregation of unequal
 local work (aggregate.py: FedNova), and a stop at the global target accuracy.
 
-It is a Flower `Strategy` (a FedAvg subclass: Flower's sampling, logging and reply
-checks), so the same ServerApp runs in Flower's simulation and against a SuperLink
-with real SuperNodes. Before round 1 it asks every node (a QUERY message) for its
-profile, cap, schedule, idle power and data size; then each round:
-
-1. the cap of every node now (its schedule at the round's start on the fleet clock);
-2. plan.plan_round: (b, f) per node under its own cap and its local work; a node
-   whose cap no configuration meets is left out of the round, with the reason;
-3. one TRAIN message per node with its own task (ConfigRecord) and the global model;
-4. FedNova over the replies; the round's records (records.NodeRound) with each
-   node's wait for the slowest.
+A FedAvg subclass, so the same ServerApp runs in Flower's simulation and against a
+SuperLink with real SuperNodes. Before round 1 it asks every node (a QUERY message) for
+its profile, cap, schedule, idle power and data size; every round it plans at each
+node's cap now (its schedule at the round's start on the fleet clock), sends a TRAIN
+message with its own task to every planned node, and aggregates the replies (FedNova).
 """
 
 from __future__ import annotations
@@ -111,19 +105,15 @@ class PowerCapStrategy(FedAvg):
 
     def node_specs(self) -> Tuple[NodeSpec, ...]:
         """The nodes as they described themselves, in partition order."""
-        return tuple(n.spec for n in self._in_order(self.nodes.values()))
+        return tuple(n.spec for n in self._ordered())
 
-    @staticmethod
-    def _in_order(nodes: Iterable[NodeInfo]) -> List[NodeInfo]:
-        return sorted(nodes, key=_order_key)
+    def _ordered(self) -> List[NodeInfo]:
+        return sorted(self.nodes.values(), key=_order_key)
 
     # --- every round -----------------------------------------------------------------
     def plan(self) -> RoundPlan:
         """This round's plan at every node's cap now (plan.py)."""
-        facts = [
-            NodeFacts(n.name, n.profile, n.cap_at(self.fleet_time_s))
-            for n in self._in_order(self.nodes.values())
-        ]
+        facts = [NodeFacts(n.name, n.profile, n.cap_at(self.fleet_time_s)) for n in self._ordered()]
         return plan_round(
             facts, self.cfg.relative, self.cfg.mode, self.round_work, margin_w=self.cfg.margin_w
         )
@@ -137,7 +127,7 @@ class PowerCapStrategy(FedAvg):
         self._global = [arrays[k].numpy() for k in self._keys]
         setup = setup_json(self.cfg)
         out = []
-        for info in self._in_order(self.nodes.values()):
+        for info in self._ordered():
             p = self._plan.node(info.name)
             if p is None:
                 continue  # left out this round (plan.Excluded says why)

@@ -31,8 +31,7 @@ def _shape(t: Any) -> Tuple[int, ...]:
 
 def mm_flops(a: Any, b: Any, *_: Any, **__: Any) -> int:
     m, k = _shape(a)
-    n = _shape(b)[-1]
-    return 2 * m * k * n
+    return 2 * m * k * _shape(b)[-1]
 
 
 def addmm_flops(_bias: Any, a: Any, b: Any, *_: Any, **__: Any) -> int:
@@ -97,17 +96,13 @@ CUSTOM: Dict[Any, Callable[..., int]] = {}
 FALLBACK: Dict[Any, Callable[..., int]] = {}
 if HAS_DISPATCH_MODE:
     CUSTOM[_aten.convolution_backward] = conv_backward_flops
-    for _name in ("_scaled_dot_product_flash_attention_for_cpu",):
-        if hasattr(_aten, _name):
-            CUSTOM[getattr(_aten, _name)] = sdpa_flops
-            CUSTOM[getattr(_aten, _name + "_backward")] = sdpa_backward_flops
+    if hasattr(_aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        CUSTOM[_aten._scaled_dot_product_flash_attention_for_cpu] = sdpa_flops
+        CUSTOM[_aten._scaled_dot_product_flash_attention_for_cpu_backward] = sdpa_backward_flops
     FALLBACK.update({_aten.mm: mm_flops, _aten.addmm: addmm_flops, _aten.bmm: bmm_flops})
     FALLBACK[_aten.convolution] = conv_flops
     FALLBACK.update(CUSTOM)
-    for _name in (
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention",
-    ):
+    for _name in ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention"):
         if hasattr(_aten, _name):
             FALLBACK[getattr(_aten, _name)] = sdpa_flops
 
@@ -124,9 +119,8 @@ class FallbackFlopCounter(TorchDispatchMode):
         formula = FALLBACK.get(func._overloadpacket)
         if formula is not None:
             first = out[0] if isinstance(out, (tuple, list)) else out
-            self.total += int(
-                formula(*args, out_shape=_shape(first) if torch.is_tensor(first) else None)
-            )
+            out_shape = _shape(first) if torch.is_tensor(first) else None
+            self.total += int(formula(*args, out_shape=out_shape))
         return out
 
     def get_total_flops(self) -> int:

@@ -1,21 +1,13 @@
 """A Hugging Face model fed by undercap's own loops, which call `model(x)` with one
 tensor of token ids per batch (train/loop/, estimate, profiling).
 
-Two things a Hugging Face model gets from its Trainer's batch dicts are rebuilt here
-from that tensor, by a forward pre-hook on the unmodified model (nothing wraps it, so
-its state dict and outputs stay the model's own):
-
-* `attention_mask`: where the data were padded (data/items.py found the one padding
-  id under the items' masks), the mask is `input_ids != pad_token_id`, so padding
-  is not attended to, as with the Trainer. It still costs work: the kernels run
-  over the padded length (masking only changes the attention scores), which is why
-  profiles and the simulated clock charge every position.
-* seq2seq labels: a seq2seq item is packed as (2, T), input ids and labels
-  (data/user.py); the hook calls `model(input_ids=, labels=)`, and the model shifts
-  the labels right into its decoder's inputs (teacher forcing) and returns its own
-  loss over the labels that are not -100.
-
-Calls that name `input_ids` (the Trainer's, workload counting) pass unchanged.
+A forward pre-hook on the unmodified model (nothing wraps it, so its state dict and
+outputs stay the model's own) rebuilds from that tensor what the Trainer's batch dicts
+give: `attention_mask = input_ids != pad_token_id` (data/items.py found the one padding
+id) and, for a seq2seq item packed as (2, T) (data/user.py), `model(input_ids=, labels=)`:
+the model shifts the labels into its decoder's inputs (teacher forcing).
+Calls that name `input_ids` (the Trainer's, workload counting) pass unchanged. See
+docs/guides/hugging-face.md, including why padding still costs work.
 """
 
 from typing import Any, Optional
@@ -46,6 +38,5 @@ def feed_from_tensor(model: nn.Module, pad_token_id: Optional[int], seq2seq: boo
             kw["attention_mask"] = (x != pad_token_id).to(torch.int64)
         return args[1:], kw
 
-    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
-    setattr(model, _HOOKED, handle)
+    setattr(model, _HOOKED, model.register_forward_pre_hook(hook, with_kwargs=True))
     return model

@@ -41,9 +41,7 @@ class LegacyCounter:
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
-        self.flops = 0
-        self.kernels = 0
-        self.bytes = 0
+        self.flops = self.kernels = self.bytes = 0
         self._handles: List[Any] = []
         self._depth = 0
 
@@ -77,8 +75,7 @@ class LegacyCounter:
         grads = int(torch.is_tensor(x) and bool(x.requires_grad))
         grads += int(any(p.requires_grad for p in own))
         if isinstance(module, CausalSelfAttention):  # flops.py's formulas, as torch 2 counts
-            b, t = x.shape[0], x.shape[1]
-            qkv = (b, module.n_heads, t, module.head_dim)
+            qkv = (x.shape[0], module.n_heads, x.shape[1], module.head_dim)
             self.flops += sdpa_flops(qkv, qkv, qkv) + sdpa_backward_flops(None, qkv, qkv, qkv)
             return  # its Linear layers are leaves, counted on their own
         self.flops += _forward_flops(module, x, output) * (1 + grads)
@@ -94,8 +91,7 @@ def _forward_flops(module: nn.Module, x: Any, out: Any) -> int:
     if not (torch.is_tensor(x) and torch.is_tensor(out)):
         return 0
     if isinstance(module, nn.modules.conv._ConvNd):
-        transposed = bool(module.transposed)
-        flags = (None, None, None, transposed)  # conv_flops reads args[3]
+        flags = (None, None, None, bool(module.transposed))  # conv_flops reads args[3]
         return conv_flops(x, module.weight, None, *flags, out_shape=tuple(out.shape))
     if isinstance(module, nn.Linear):
         return 2 * prod(out.shape) * module.in_features
@@ -118,8 +114,7 @@ def legacy_optimizer_kernels(n_tensors: int, optimizer: str, per_launch: Sequenc
 
 
 def graph_kernels(output: Any) -> int:
-    """Kernels of the forward and backward that made `output`: one per autograd node
-    that is not a view, and one per input it passes a gradient to."""
+    """Kernels of the forward and backward that made `output` (module docstring)."""
     seen, todo, kernels = set(), [getattr(output, "grad_fn", None)], 0
     while todo:
         node = todo.pop()

@@ -71,6 +71,4 @@ class MobileNetV2(nn.Module):
 
 def build(num_classes: int, input_shape: Sequence[int]) -> MobileNetV2:
     """The registry's factory: input_shape is (channels, height, width)."""
-    return MobileNetV2(
-        in_channels=image_channels(input_shape, "mobilenetv2"), num_classes=num_classes
-    )
+    return MobileNetV2(image_channels(input_shape, "mobilenetv2"), num_classes)

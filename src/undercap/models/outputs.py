@@ -1,9 +1,6 @@
-"""Model outputs and batches as libraries produce them, recognised by shape.
+"""Model outputs and batches as libraries produce them, recognised by shape (the table
+is in docs/guides/own-code.md, "Model outputs and batches").
 
-Models return a tensor of logits, a tuple (`(logits, ...)`, or Hugging Face's
-`return_dict=False` form `(loss, logits, ...)`), a dict with "logits" (and "loss"), or
-an object with `.logits` and `.loss` attributes (Hugging Face's `ModelOutput`).
-Batches are tensors, `(x, y)` pairs or dicts of tensors (`{"input_ids", "labels"}`).
 Nothing here imports transformers or lightning (nor torch): a tensor is anything with
 `.shape` and `.dim()`, so the core keeps no dependency on those libraries.
 """
@@ -44,12 +41,10 @@ def loss_of(out: Any) -> Optional[Any]:
     None: a `.loss`/"loss" scalar, or the 0-dim tensor leading a tuple."""
     if is_tensor(out):
         return None
-    if isinstance(out, Mapping):
-        found = out.get("loss")
-    elif isinstance(out, (tuple, list)):
+    if isinstance(out, (tuple, list)):
         found = out[0] if out else None
     else:
-        found = getattr(out, "loss", None)
+        found = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
     return found if is_tensor(found) and found.dim() == 0 else None
 
 
@@ -61,8 +56,7 @@ def batch_len(batch: Any) -> int:
             raise TypeError("a 0-dim tensor is not a batch")
         return int(batch.shape[0])
     if isinstance(batch, Mapping):
-        keys = [k for k in INPUT_KEYS if k in batch] + list(batch)
-        items = [batch[k] for k in keys]
+        items = [batch[k] for k in INPUT_KEYS if k in batch] + list(batch.values())
     elif isinstance(batch, (tuple, list)):
         items = list(batch)
     else:

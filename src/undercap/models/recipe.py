@@ -1,22 +1,11 @@
 """A user's own training recipe, by import path: optimizer, LR schedule, training step.
 
 Built-in models train with the registry's optimizer (Adam or AdamW, registry.py) at a
-base LR sqrt-scaled from the largest batch (paper Sec. 4.2). A user may bring their own
-(`--optimizer`, `--lr-scheduler`, `--train-step`): the same recipe then trains every
-run of the estimate and the device run, so r(b) is measured with the recipe the job
-really uses. What each is called with (train/loop/optim.py builds them; a factory gets the
-keyword arguments its signature names, models/user.py):
-
-* optimizer factory(params=, model=, lr=) -> torch.optim.Optimizer. `lr=` is passed
-  only when the user gave `--lr`; otherwise the factory's own rate stands. Either way
-  every parameter group's rate is then multiplied by sqrt(b / b_max): the user's base
-  LR is the rate at the largest batch, as for the built-in optimizers.
-* LR scheduler factory(optimizer=, steps_per_epoch=, max_steps=) -> a scheduler,
-  stepped once after every optimizer step (steps_per_epoch converts an epoch schedule).
-* train step fn(model=, x=, y=, batch=, optimizer=, loss_fn=) trains one step itself
-  (zero_grad, forward, backward, optimizer.step: e.g. gradient clipping or several
-  losses) and may return the loss; the default is forward, the objective's loss,
-  backward, step.
+base LR sqrt-scaled from the largest batch (paper Sec. 4.2). A user's own recipe
+(`--optimizer`, `--lr-scheduler`, `--train-step`) then trains every run of the estimate
+and the device run, so r(b) is measured with the recipe the job really uses; a user's
+base LR (the factory's own, or `--lr`) is the rate at the largest batch too. What each
+factory is called with: docs/guides/own-code.md (train/loop/optim.py builds them).
 
 Torch-free: this is what configurations, cache keys and artifacts hold.
 """
@@ -25,15 +14,13 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Optional
 
-from undercap.errors import UndercapError
+from undercap.models.user import split
 
 
 @dataclass(frozen=True)
 class UserCode:
-    """The user's own code, by import path, that every training run of a job uses (the
-    estimate's runs and the device run alike, so r(b) is measured with it): declared
-    here once and inherited by the estimate's, the recipes' and a device run's
-    settings (EstimateConfig, TrainingSetup, TrainSpec).
+    """The user's own code, by import path, that every training run of a job uses (so
+    r(b) is measured with it); EstimateConfig, TrainingSetup and TrainSpec inherit it.
 
     Args:
         loss: Import path of your loss `fn(outputs, labels)`; None: cross-entropy.
@@ -103,15 +90,10 @@ class Recipe:
         return not any(self.paths)
 
     def validate(self) -> None:
-        from undercap.models.user import is_import_path
-
-        flags = ("--optimizer", "--lr-scheduler", "--train-step")
-        for flag, path in zip(flags, self.paths):
-            if path is not None and not is_import_path(path):
-                raise UndercapError(
-                    f"{flag} {path!r} is not an import path: use package.module:function "
-                    "or path/to/file.py:function"
-                )
+        """An UndercapError naming the flag of any path that is not an import path."""
+        for flag, path in zip(("--optimizer", "--lr-scheduler", "--train-step"), self.paths):
+            if path is not None:
+                split(path, flag)
 
     def key(self) -> Dict[str, Any]:
         """What the recipe adds to a cache key or an artifact's configuration."""

@@ -10,10 +10,8 @@ default; the paper uses Adam for the CNNs); the transformer uses AdamW at 6e-4 (
 GPT-3 small / nanoGPT default; nanoGPT's shakespeare-char config uses 1e-3 but with a
 warm-up, which our loop does not have) with torch's default decoupled weight decay.
 
-Users' own models: any `package.module:factory` or `path/to/file.py:factory` gets a
-row too (`model_spec`), with Adam at 1e-3 and the task taken from the data. The
-factory returns an nn.Module and is called with no arguments, or with `num_classes=`
-and `input_shape=` where its signature accepts them (models/user.py).
+Users' own models (`package.module:factory`, `path/to/file.py:factory`) get a row too,
+with Adam at 1e-3 and the task from the data: see docs/guides/own-code.md.
 
 Torch-free: a row names its factory by import path and `build` imports it, so the
 CLI can check a model name and read its facts without loading torch.
@@ -21,10 +19,12 @@ CLI can check a model name and read its facts without loading torch.
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from undercap.errors import UndercapError
 from undercap.models.tasks import TASK_NAMES
+from undercap.models.user import call_with_supported, is_import_path, load_callable
+from undercap.models.vocab import VOCAB_SIZE
 
 #: every task a model may have (models/tasks.py); built-in rows are "classification"
 #: (one label per image) or "next-token" (character models, scored per token).
@@ -56,19 +56,15 @@ class ModelSpec:
         """Classes of the output layer when profiling without data: the character
         vocabulary for next-token models (`task` for a user's), else 10 (the head is a
         tiny share of the work; a user's model that ignores it keeps its own)."""
-        if self.task_for(task) == "next-token":
-            from undercap.models.vocab import VOCAB_SIZE
-
-            return int(VOCAB_SIZE)
-        return 10
+        return int(VOCAB_SIZE) if self.task_for(task) == "next-token" else 10
 
     def build(self, *, num_classes: int, input_shape: Sequence[int]) -> Any:
         """A freshly initialised nn.Module (torch's global RNG seeds it)."""
         shape = tuple(int(s) for s in input_shape)
         if self.builtin:
-            return _load(self.factory)(num_classes=num_classes, input_shape=shape)
-        from undercap.models.user import call_with_supported, load_callable
-
+            module, _, attr = self.factory.partition(":")
+            factory = getattr(importlib.import_module(module), attr)
+            return factory(num_classes=num_classes, input_shape=shape)
         fn = load_callable(self.factory, "model")
         model = call_with_supported(
             fn, self.factory, "model", num_classes=num_classes, input_shape=shape
@@ -108,19 +104,11 @@ MODEL_NAMES = tuple(BUILTIN)
 def model_spec(name: str) -> ModelSpec:
     """The registry row of a built-in model or of a user's factory by import path;
     unknown names list the known ones. Does not import the user's code."""
-    spec = BUILTIN.get(name)
-    if spec is not None:
-        return spec
-    from undercap.models.user import is_import_path
-
+    if name in BUILTIN:
+        return BUILTIN[name]
     if is_import_path(name):
         return ModelSpec(name, name, None, None, *_ADAM, builtin=False)
     raise UndercapError(
         f"unknown model {name!r}; choose one of {', '.join(MODEL_NAMES)}, or give your own "
         "as package.module:factory or path/to/file.py:factory"
     )
-
-
-def _load(factory: str) -> Callable[..., Any]:
-    module, _, attr = factory.partition(":")
-    return getattr(importlib.import_module(module), attr)

@@ -3,18 +3,12 @@
 Counting a model's work (models/workload.py) and profiling it (profile/stepper.py)
 feed it random inputs of the right kind: float tensors, or token ids below its
 vocabulary, with a label per input or per position (models/tasks.py). The task is
-the one named, else inferred in this order:
-
-1. a Hugging Face model (or a module wrapping one, e.g. a LightningModule): its class
-   name's task head (`BertForSequenceClassification` -> "sequence-classification");
-2. a first layer that is an `nn.Embedding` (the first Linear, Conv or Embedding in
-   module order): token ids; one forward pass on dummy ids then tells a label per
-   position (output (B, T, V): "next-token") from one per sequence (output (B, C):
-   "sequence-classification");
-3. otherwise "classification" (float inputs).
-
-A seq2seq model (T5, BART) is called as `model(input_ids=x, labels=y)`: the labels,
-shifted right by the model itself, are the decoder's inputs (teacher forcing).
+the one named, else inferred (the full order: docs/guides/hugging-face.md): a Hugging
+Face model's task head from its class name; else, where the first Linear, Conv or
+Embedding is an `nn.Embedding`, token ids, and one forward pass on dummy ids tells a
+label per position ("next-token") from one per sequence ("sequence-classification");
+else "classification". A seq2seq model (T5, BART) is called as `model(input_ids=x,
+labels=y)`: it shifts the labels right into its decoder's inputs (teacher forcing).
 """
 
 from typing import Any, Optional, Sequence, Tuple
@@ -35,8 +29,7 @@ def first_layer(model: nn.Module) -> Optional[nn.Module]:
 def token_vocab(model: nn.Module) -> Optional[int]:
     """Token ids the model takes: its HF config's vocab_size, else the size of its
     first layer when that is an Embedding; None for models of float inputs."""
-    hf = hf_model_in(model)
-    size = getattr(getattr(hf, "config", None), "vocab_size", None)
+    size = getattr(getattr(hf_model_in(model), "config", None), "vocab_size", None)
     if isinstance(size, int) and size > 0:
         return size
     layer = first_layer(model)
@@ -92,6 +85,5 @@ def dummy_batch(
 
 
 def forward(model: nn.Module, task: Task, x: torch.Tensor, y: torch.Tensor) -> Any:
-    """The model's outputs on a batch (a seq2seq model gets the labels: module
-    docstring)."""
+    """The model's outputs on a batch (a seq2seq model gets the labels: module docstring)."""
     return model(input_ids=x, labels=y) if task.seq2seq else model(x)

@@ -3,14 +3,10 @@
 A task says which inputs to feed a model when its work is counted or profiled (float
 tensors or token ids), what its labels are (one per input, or one per position) and
 how the model is called. Built-in models know theirs; a user's model is inferred
-(models/taskprobe.py): a Hugging Face model from its class and `config` (duck typing:
-transformers is never imported), any other from its first layer (an `nn.Embedding`
-takes token ids) and the shape of its output. Where inference cannot tell, the task
-is named: `--task`, `task=` in `capped()` and both trainer callbacks.
-
-The Hugging Face names are those of its task heads (`AutoModelFor...`): a model class
-ending in `ForSequenceClassification` is "sequence-classification", and so on.
-Torch-free.
+(models/taskprobe.py; a Hugging Face model by duck typing, transformers is never
+imported, and by its class name's task head, e.g. `...ForSequenceClassification` is
+"sequence-classification"), or named: `--task`, `task=` in `capped()` and both trainer
+callbacks. Torch-free.
 """
 
 from dataclasses import dataclass
@@ -111,9 +107,7 @@ def hf_task_of(model: Any) -> Optional[str]:
     for suffix, task in _HF_SUFFIXES:
         if cls.endswith(suffix):
             return task
-    if getattr(hf.config, "is_encoder_decoder", False):
-        return "seq2seq"
-    return None
+    return "seq2seq" if getattr(hf.config, "is_encoder_decoder", False) else None
 
 
 def name_it(task: Optional[str], likely: Optional[str] = None) -> str:

@@ -12,8 +12,8 @@ alternative (rounding the width to 252 or 258) would change every layer's size;
 this changes only the attention's inner width, by 1.6%.
 
 Attention is F.scaled_dot_product_attention(is_causal=True) (written out on torch <
-2.0), so position t never sees positions > t. The head is not weight-tied to the token embedding (nanoGPT
-ties them); untied weights let a class-count mismatch be handled per tensor.
+2.0), so position t never sees positions > t. The head is not weight-tied to the token
+embedding (nanoGPT ties them): untied, a class-count mismatch is handled per tensor.
 """
 
 import math
@@ -53,8 +53,7 @@ class CausalSelfAttention(nn.Module):
         b, t, _ = x.shape
         q, k, v = self.qkv(x).split(self.n_heads * self.head_dim, dim=2)
         q, k, v = (z.view(b, t, self.n_heads, self.head_dim).transpose(1, 2) for z in (q, k, v))
-        p = self.dropout if self.training else 0.0
-        y = causal_attention(q, k, v, p)
+        y = causal_attention(q, k, v, self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)
         return self.resid_drop(self.proj(y))
 

@@ -37,7 +37,8 @@ def split(text: str, what: str) -> Tuple[str, str]:
     return module, attr
 
 
-def _load_file(path: Path, text: str, what: str) -> Any:
+def _load_file(module: str, text: str, what: str) -> Any:
+    path = Path(module)
     key = str(path.resolve())
     if key in _FILE_MODULES:
         return _FILE_MODULES[key]
@@ -77,11 +78,8 @@ def _load_module(module: str, text: str, what: str) -> Any:
 def load_callable(text: str, what: str) -> Callable[..., Any]:
     """The callable named by an import path (file paths end in .py)."""
     module, attr = split(text, what)
-    mod = (
-        _load_file(Path(module), text, what)
-        if module.endswith(".py")
-        else _load_module(module, text, what)
-    )
+    load = _load_file if module.endswith(".py") else _load_module
+    mod = load(module, text, what)
     where = getattr(mod, "__file__", module)
     if not hasattr(mod, attr):
         raise UndercapError(f"{what} {text!r}: {where} has no {attr!r}")

@@ -5,12 +5,10 @@ name, "meta": {...}, "state_dict": {...}}, written atomically (temp file + renam
 Loading refuses arbitrary pickled code (models/torchload.py: torch.load(weights_only=True)).
 A plain state dict saved with torch.save(model.state_dict()) is accepted too.
 
-Transfer between datasets: the model's class-count dependent tensors (its
-`head_prefixes`, e.g. the classifier head) are left freshly initialised when their
-shape differs from the file's, and the returned meta lists them under
-"fresh_tensors". Any other difference (other keys, other shapes: e.g. a ResNet file
-loaded into a MobileNet, or 1-channel weights into a 3-channel stem) is an
-ArtifactError: the file is for another architecture.
+Transfer between datasets: a class-count dependent tensor (the model's `head_prefixes`,
+e.g. the classifier head) whose shape differs from the file's is left freshly initialised
+and listed under "fresh_tensors"; any other difference (keys, shapes: a ResNet file in a
+MobileNet, 1-channel weights in a 3-channel stem) is an ArtifactError.
 """
 
 from pathlib import Path
@@ -21,6 +19,8 @@ from torch import nn
 
 from undercap.artifacts.io import atomic_path
 from undercap.errors import ArtifactError
+from undercap.models.hfinputs import feed_from_tensor
+from undercap.models.registry import model_spec
 from undercap.models.torchload import load_tensors
 
 WEIGHTS_FORMAT = "undercap.weights/1"
@@ -86,9 +86,7 @@ def load_weights(model: nn.Module, path: Union[str, Path]) -> Dict[str, Any]:
                 f"{tuple(target[key].shape)}; the weights are for another input shape or model"
             )
     model.load_state_dict(load, strict=False)
-    meta = dict(blob["meta"])
-    meta["fresh_tensors"] = sorted(fresh)
-    return meta
+    return {**blob["meta"], "fresh_tensors": sorted(fresh)}
 
 
 def initial_model(
@@ -101,22 +99,16 @@ def initial_model(
 ) -> Tuple[nn.Module, Dict[str, Any]]:
     """A fresh model for `data` (a data.Splits: its class count and input shape),
     initialised under `init_seed`, then overwritten by the pre-trained weights when
-    given (a head whose shape does not match is left at its seeded initialisation;
-    `load_weights` reports that in the returned meta).
+    given, but for a head whose shape does not match (`load_weights`).
 
-    `fresh_head` keeps the seeded initialisation of the class-count dependent tensors
-    (the model's `head_prefixes`) even when their shapes match: transfer to a new task,
-    as when an ImageNet model gets a new classifier for the proxy's classes."""
-    from undercap.models.hfinputs import feed_from_tensor
-    from undercap.models.registry import model_spec
-
+    `fresh_head` keeps the seeded head (the model's `head_prefixes`) even when its shape
+    matches: transfer to a new task, as when an ImageNet model gets a new classifier."""
     torch.manual_seed(init_seed)
     model = model_spec(model_name).build(num_classes=data.num_classes, input_shape=data.input_shape)
     # a Hugging Face model gets its attention mask and seq2seq labels from the one
     # tensor undercap's loops feed it (models/hfinputs.py)
-    feed_from_tensor(
-        model, getattr(data, "pad_token_id", None), getattr(data, "task", None) == "seq2seq"
-    )
+    seq2seq = getattr(data, "task", None) == "seq2seq"
+    feed_from_tensor(model, getattr(data, "pad_token_id", None), seq2seq)
     if pretrained is None:
         return model, {"init": "random", "init_seed": init_seed}
     heads = tuple(getattr(model, "head_prefixes", ("head.",)))

@@ -3,32 +3,25 @@
 `workload_of(model, name, input_shape)` runs real training steps of a copy of the
 model on the CPU (random inputs and labels) and measures:
 
-* flops_per_sample: forward + backward FLOPs from torch.utils.flop_counter.FlopCounterMode
-  (2 FLOPs per multiply-accumulate; convolutions, matmuls and attention only, as
-  FlopCounterMode counts them), with the corrections (CPU attention, depthwise
-  convolutions' backward) and the torch 2.0 fallback of models/flops.py.
+* flops_per_sample: forward + backward FLOPs of convolutions, matmuls and attention,
+  2 per multiply-accumulate (models/flops.py: torch's FlopCounterMode, corrected).
 * activation_bytes_per_sample: bytes of the tensors autograd saves for the backward
   pass (torch.autograd.graph.saved_tensors_hooks), each storage counted once,
   parameters excluded. This is exactly what must stay resident until backward.
 * traffic_bytes_per_sample: bytes read and written by every kernel of forward and
-  backward (the tensor arguments and results of each non-view aten op). This is the
-  usual roofline assumption that kernels do not reuse each other's data through the
-  cache, so it is an upper bound on DRAM traffic.
-* precision: with "fp16" or "bf16" the step is counted under torch.autocast (bf16 on
-  the CPU for both: the same 2-byte tensors), so saved activations, traffic and
-  kernels are those of mixed-precision training, casts included; FLOPs are the same.
+  backward (each non-view aten op's tensor arguments and results): the roofline
+  assumption of no reuse through the cache, so an upper bound on DRAM traffic.
+* precision: "fp16" and "bf16" count the step under torch.autocast (bf16 on the CPU:
+  the same 2-byte tensors), casts included; FLOPs are the same.
 * kernels_per_step: aten ops of forward + backward that launch a kernel (views and
-  allocations excluded), plus the optimizer step's kernels counted the same way for
-  torch.optim's multi-tensor (foreach) Adam/AdamW, each foreach op weighted by the
-  number of CUDA launches multi_tensor_apply needs for that many tensors
-  (aten/src/ATen/native/cuda/MultiTensorApply.cuh: at most 110/64/48/36/30 tensors
-  per launch for 1..5 tensor lists).
+  allocations excluded), plus the optimizer step's, counted the same way for
+  torch.optim's multi-tensor (foreach) Adam/AdamW, each foreach op weighted by the CUDA
+  launches multi_tensor_apply needs for that many tensors (_MTA_MAX_TENSORS).
 
-Per-sample figures are the slope between two batch sizes (2 and 4), so costs paid
-once per step (reading weights, writing weight gradients, BatchNorm statistics) do
-not leak into per-sample terms; `Workload.optimizer_bytes_per_step` and
-`param_bytes` carry those. Results are cached per (name, input shape, class count,
-parameter count): they are deterministic.
+Per-sample figures are the slope between two batch sizes (2 and 4), so costs paid once
+per step (reading weights, writing weight gradients, BatchNorm statistics) do not leak
+into per-sample terms (`Workload.optimizer_bytes_per_step` and `param_bytes` carry
+those). Results are deterministic, so cached.
 """
 
 import copy
@@ -41,24 +34,20 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from undercap._compat import nullcontext
 from undercap.artifacts.workload import Workload
 from undercap.errors import UndercapError
 from undercap.models.flops import HAS_DISPATCH_MODE, TorchDispatchMode, flop_counter
 from undercap.models.legacy_counts import LegacyCounter, legacy_optimizer_kernels, storage_of
 from undercap.models.outputs import logits_of, loss_of
 from undercap.models.registry import BUILTIN
-from undercap.models.taskprobe import (
-    dummy_batch,
-    forward,
-    infer_task,
-    resolve_task,
-    token_vocab,
-)
+from undercap.models.taskprobe import dummy_batch, forward, infer_task, resolve_task, token_vocab
 from undercap.models.tasks import Task, name_it
 
 _aten = torch.ops.aten
 _BATCHES = (2, 4)
-# multi_tensor_apply's tensors per launch, by number of tensor lists (depth 1..5).
+# multi_tensor_apply's tensors per launch, by number of tensor lists (depth 1..5):
+# aten/src/ATen/native/cuda/MultiTensorApply.cuh
 _MTA_MAX_TENSORS = (110, 64, 48, 36, 30)
 # ops that allocate or alias without running a kernel
 _NO_KERNEL = {
@@ -76,11 +65,6 @@ _NO_KERNEL = {
 _cache: Dict[Tuple[Any, ...], Workload] = {}
 
 
-def _launches_kernel(func: Any) -> bool:
-    name = func._schema.name.split("::")[-1]
-    return not (func.is_view or name in _NO_KERNEL)
-
-
 def _tensor_bytes(tree: Any) -> int:
     leaves, _ = tree_flatten(tree)
     return sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
@@ -91,27 +75,28 @@ class _KernelCounter(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.kernels = 0
-        self.bytes = 0
+        self.kernels = self.bytes = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if _launches_kernel(func):
-            self.kernels += self._launches(func, args)
+        name = func._schema.name.split("::")[-1]
+        if not (func.is_view or name in _NO_KERNEL):
+            self.kernels += _launches(name, args)
             self.bytes += _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
         return out
 
-    @staticmethod
-    def _launches(func: Any, args: Any) -> int:
-        if not func._schema.name.split("::")[-1].startswith("_foreach"):
-            return 1
-        lists = [
-            a for a in args if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor)
-        ]
-        if not lists:
-            return 1
-        per_launch = _MTA_MAX_TENSORS[min(len(lists), len(_MTA_MAX_TENSORS)) - 1]
-        return math.ceil(len(lists[0]) / per_launch)
+
+def _launches(name: str, args: Any) -> int:
+    """Launches of one op: a foreach op's multi_tensor_apply takes its tensors in chunks."""
+    if not name.startswith("_foreach"):
+        return 1
+    lists = [
+        a for a in args if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor)
+    ]
+    if not lists:
+        return 1
+    per_launch = _MTA_MAX_TENSORS[min(len(lists), len(_MTA_MAX_TENSORS)) - 1]
+    return math.ceil(len(lists[0]) / per_launch)
 
 
 @dataclass(frozen=True)
@@ -151,13 +136,8 @@ def _count_step(
 
 
 def _counted_in(precision: str) -> Any:
-    """The forward pass's arithmetic: autocast to a 16-bit float for mixed precision
-    (bf16 on the CPU stands for fp16 too: both are 2 bytes, and counting needs no speed)."""
-    from undercap._compat import nullcontext
-
-    if precision == "fp32":
-        return nullcontext()
-    return torch.autocast("cpu", dtype=torch.bfloat16)
+    """Autocast for mixed precision: bf16 on the CPU stands for fp16 too (module docstring)."""
+    return nullcontext() if precision == "fp32" else torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def optimizer_kernels(model: nn.Module, optimizer: str) -> int:
@@ -182,12 +162,11 @@ def workload_of(
     task: Optional[str] = None,
     precision: str = "fp32",
 ) -> Workload:
-    """Measure a model's training cost per sample (see module docstring). The model
-    itself is not touched (a CPU copy is stepped). `task` (models/tasks.py) says what
-    inputs to feed a user's model; built-ins know theirs, and a user's model without
-    one is inferred (models/taskprobe.py). `name` labels the workload (any name: a
-    model in a user's own loop has none in the registry, and is counted with Adam's
-    optimizer step)."""
+    """Measure a model's training cost per sample (module docstring) on a CPU copy of it.
+    `task` (models/tasks.py) says what inputs to feed a user's model; built-ins know
+    theirs, and a user's model without one is inferred (models/taskprobe.py). `name`
+    labels the workload (any name: a model in a user's own loop has none in the
+    registry, and is counted with Adam's optimizer step)."""
     input_shape = tuple(int(s) for s in input_shape)
     spec = BUILTIN.get(name)
     optimizer = spec.optimizer if spec else "adam"
@@ -206,15 +185,8 @@ def workload_of(
         # the first run of a model in a process (the one that fills _cache) trains on
         # another dropout stream than the runs after it.
         with torch.random.fork_rng(devices=[]):
-            small, large = [
-                _count_step(
-                    probe,
-                    kind,
-                    *dummy_batch(kind, input_shape, b, vocab, num_classes, gen),
-                    precision=precision,
-                )
-                for b in _BATCHES
-            ]
+            batches = [dummy_batch(kind, input_shape, b, vocab, num_classes, gen) for b in _BATCHES]
+            small, large = [_count_step(probe, kind, x, y, precision) for x, y in batches]
     except (RuntimeError, ValueError, TypeError) as e:  # e.g. labels per position, logits not
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise UndercapError(
@@ -222,7 +194,7 @@ def workload_of(
             f"{type(e).__name__}: {msg}; {name_it(kind.name, _likely(probe, input_shape))}"
         ) from e
     db = _BATCHES[1] - _BATCHES[0]
-    wl = Workload(
+    _cache[key] = Workload(
         model=name,
         input_shape=input_shape,
         flops_per_sample=(large.flops - small.flops) / db,
@@ -232,8 +204,7 @@ def workload_of(
         kernels_per_step=small.kernels + optimizer_kernels(probe, optimizer),
         precision=precision,
     )
-    _cache[key] = wl
-    return wl
+    return _cache[key]
 
 
 def _output_classes(

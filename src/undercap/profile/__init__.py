@@ -1,22 +1,16 @@
 """STEP 1: measure the lookup table t(b, f), P(b, f) on a device (paper Section 4.1).
 
 Each configuration runs mini-batches of the real model until time per sample and peak
-power are known well enough (measure.py: adaptive length, one warm-up per batch size,
-random inputs of the model's shape since time per sample is data-independent). Each
-row also carries its safety margin (margin.py), which selection adds to the peak.
-
-Two sweeps (sweep.py):
-* full: every batch size x every frequency;
-* efficient, for one power limit: per batch size (ascending) only what it takes to
-  find its highest feasible clock (peak + margin within the limit), searching down
-  from the previous batch size's answer, and, given r(b), skipping batch sizes that
-  provably cannot win. It picks what Algorithm 1 on the full table would.
-
-What profiling cost (device time, energy, configurations, steps) and what the
-shortcuts saved is recorded in the profile's `cost`.
+power are known well enough (measure.py), and its row carries the safety margin
+selection adds to the peak (margin.py). Two sweeps (sweep.py): full, every batch size x
+every frequency; or efficient, for one power limit, only what it takes to find each
+batch size's highest feasible clock (given r(b), skipping batch sizes that provably
+cannot win): it picks what Algorithm 1 on the full table would. What profiling cost,
+and what the shortcuts saved, is recorded in the profile's `cost`.
 """
 
 import dataclasses
+import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -26,6 +20,7 @@ from undercap.artifacts.provenance import provenance
 from undercap.devices.base import Device, controlled
 from undercap.devices.sampler import PowerSampler
 from undercap.errors import DeviceError, UndercapError
+from undercap.profile.margin import near_band_w
 from undercap.profile.measure import Measurer, ProfileSettings
 from undercap.profile.stepper import Stepper
 from undercap.profile.sweep import SweepOutcome, efficient_sweep, full_plan
@@ -65,12 +60,11 @@ def run_profile(
     precision: str = "fp32",
 ) -> Profile:
     """Profile `model_name` on `device` in `precision` (fp32, or fp16/bf16 mixed
-    precision: rows carry it; profile_precisions measures several). With a power
-    limit the efficient sweep is used unless `efficient=False`; `relative` (r(b)) lets
-    it skip batch sizes that cannot win, and `margin_w` replaces the measured margins in
-    its feasibility test.
-    Rows of `prior` (same device and model) are reused, not measured again, and its
-    cost is added. Read-only devices are measured at their current clock only.
+    precision: rows carry it; profile_precisions measures several). With a power limit
+    the efficient sweep is used unless `efficient=False`; `relative` (r(b)) lets it skip
+    batch sizes that cannot win, and `margin_w` replaces the measured margins in its
+    feasibility test. Rows of `prior` (same device and model) are reused and its cost
+    added. Read-only devices are measured at their current clock only.
     `task` names your own model's task where it cannot be inferred: "classification",
     "next-token", "sequence-classification", "token-classification", "masked-lm" or
     "seq2seq"."""
@@ -141,7 +135,8 @@ def _efficient(
         return row.peak_power_w + margin(row) <= limit
 
     def near(row: ProfileRow) -> bool:
-        return abs(row.peak_power_w + margin(row) - limit) <= run.near_band_w(row)
+        band = near_band_w(row, run.policy, run.settings.sample_rate_hz)
+        return abs(row.peak_power_w + margin(row) - limit) <= band
 
     rel = None if relative is None else {int(b): float(r) for b, r in relative.items()}
     return efficient_sweep(
@@ -169,7 +164,7 @@ def profile_precisions(precisions: Sequence[str], **kwargs: Any) -> Profile:
 
 
 def _prior_rows(
-    prior: Optional[Profile], device: Device, model: str, precision: str = "fp32"
+    prior: Optional[Profile], device: Device, model: str, precision: str
 ) -> Optional[Dict[Tuple[int, float], ProfileRow]]:
     if prior is None:
         return None
@@ -208,8 +203,7 @@ def _cost(
     prior: Optional[Profile],
 ) -> Dict[str, Any]:
     """What profiling cost (`spent`: device time, energy, wall time; plus `prior`'s),
-    and what the shortcuts saved against measuring the whole grid with a warm-up per
-    configuration."""
+    and what the shortcuts saved against the whole grid with a warm-up each."""
     before = prior.cost if prior else {}
     measured = len([k for k in run.rows if k not in run.reused and k[0] in fitting])
     grid = len(fitting) * len(freqs)
@@ -312,8 +306,6 @@ def _frequencies(run: Measurer, freqs_mhz: Optional[Sequence[float]]) -> List[Op
     snapped = sorted({run.device.nearest_freq_mhz(f) for f in freqs_mhz})
     off = [f for f in freqs_mhz if all(abs(f - s) > 1e-3 for s in available)]
     if off:
-        import sys
-
         print(
             f"note: {run.device.name} has no step at {', '.join(f'{f:g}' for f in off)} MHz; "
             f"profiling the nearest steps {', '.join(f'{f:g}' for f in snapped)} MHz",

@@ -1,29 +1,24 @@
 """The safety margin between a configuration's profiled peak power and the limit, and
 the statistics a measurement stops on. numpy only.
 
-A profile measures each configuration for a second or two; training then runs at it for
-minutes to hours. A limit is judged on the robust peak (devices/sampler.py): the
-highest mean power over a window w. Over a long run the window means of one
-configuration scatter around their level with the sensor's noise, and the largest of M
-of them lies several standard deviations above it (the maximum of M Gaussian values
-grows like sqrt(2 ln M); Leadbetter, Lindgren & Rootzen, "Extremes and Related
-Properties of Random Sequences", 1983). So a peak profiled a hair under the limit
-predicts a run that goes over it: `make demo` profiled 3.49 W against a 3.5 W cap and
-trained at a 3.53 W robust peak.
+A profile measures a configuration for a second or two; training runs at it for hours.
+A limit is judged on the robust peak (devices/sampler.py), the highest mean power over
+a window w, and over a long run the largest of M window means lies several standard
+deviations above their level (the maximum of M Gaussian values grows like
+sqrt(2 ln M); Leadbetter, Lindgren & Rootzen, "Extremes and Related Properties of
+Random Sequences", 1983): a peak profiled a hair under the limit predicts a run over it.
 
-The margin of a row, from what its own measurement observed:
+The margin of a row, from what its own measurement observed (docs/concepts/safety.md):
 
     margin       = z * sigma_window + spread
-    sigma_window = noise / sqrt(n)          one window's noise while training:
-        noise    one reading's noise around the load's own shape: readings binned by
-                 their phase within the training step, the residuals' std,
-        n        independent readings per window while training:
-                 w / max(1 / sampling rate, sensor update interval)
-    z            = Phi^-1(1 - alpha / M),   M = run_s / w windows: with probability at
-                 least 1 - alpha no window of a run_s-long run rises more than z sigma
-                 above the level from noise alone (a union bound over the windows)
-    spread       standard deviation of the peak over the measurement's repeated windows
-                 (pieces of max(w, one step)): how well one measurement pins the peak
+    sigma_window = noise / sqrt(n), n = w / max(1 / sampling rate, sensor update
+                 interval) independent readings per window while training; noise: one
+                 reading's std around the load's own shape (reading_noise_w)
+    z            = Phi^-1(1 - alpha / M), M = run_s / w windows: with probability at
+                 least 1 - alpha no window of the run rises more than z sigma above the
+                 level from noise alone (a union bound over the windows)
+    spread       std of the peak over the measurement's repeated windows (pieces of
+                 max(w, one step)): how well one measurement pins the peak
 
 Selection treats (b, f) as feasible only when peak + margin <= limit (select/core.py);
 `--power-margin-w` overrides the margin.
@@ -64,13 +59,11 @@ def ci_halfwidth(values: np.ndarray) -> float:
 
 def reading_noise_w(times_s: np.ndarray, power_w: np.ndarray, step_s: float) -> float:
     """One reading's noise (std) around the load's own shape. A training step repeats
-    the same kernels, so the load's power is periodic in the step (forward, backward
-    and optimizer phases: the ripple) and what differs from the step's mean profile at
-    the same phase is noise (sensor, and step-to-step variation). Readings are binned by
-    their phase within the step (at least 8 readings a bin, at most one bin per reading
-    of a step) and the residuals' standard deviation is taken with the bins' degrees of
-    freedom removed. Ripple left in the readings would inflate the margin, though a
-    window averages it away."""
+    the same kernels, so power is periodic in the step (the ripple) and what differs
+    from the step's mean profile at the same phase is noise. Readings are binned by
+    phase (at least 8 readings a bin, at most one bin per reading of a step) and the
+    residuals' std taken with the bins' degrees of freedom removed: ripple left in
+    would inflate the margin, though a window averages it away."""
     p = np.asarray(power_w, dtype=np.float64)
     t = np.asarray(times_s, dtype=np.float64)
     if p.size < 3:
@@ -139,10 +132,9 @@ class MarginPolicy:
 
 
 def near_band_w(row: Any, policy: MarginPolicy, sample_rate_hz: float) -> float:
-    """How far from the limit a row's peak + margin may lie and still be noise (the
-    efficient sweep does not trust such a row to bound others, profile/sweep.py): three
-    standard deviations of the peak, its spread over repeated windows or one window's
-    noise at the profiling rate, whichever is larger."""
+    """How far from the limit a row's peak + margin may lie and still be noise (such a
+    row bounds nothing in the efficient sweep): three standard deviations of the peak,
+    its spread over repeated windows or one window's noise at the profiling rate."""
     noise = row.noise_w or 0.0
     sigma = max(row.peak_spread_w or 0.0, policy.window_noise_w(noise, sample_rate_hz))
     return 3.0 * sigma

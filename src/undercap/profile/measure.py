@@ -1,28 +1,17 @@
 """Measuring one configuration (b, f): as long as it takes, and no longer.
 
-For every configuration the clock is locked and mini-batches of the real model run
-while power is sampled (devices/sampler.py), until time per sample and peak power are
-known well enough:
-
-* at least `measure_steps` mini-batches (two give a confidence interval) and at least
-  PROFILE_MIN_WINDOWS power windows (devices.base.power_window_s: the robust peak's
-  window, widened so that it holds several updates of the device's sensor; a shorter
-  measurement would not see a window's worth of fresh readings);
-* then stop once the 95% confidence interval of time per sample (over mini-batches) is
-  within PROFILE_TIME_REL_TOL of it, and that of the peak over the measurement's
-  repeated windows (pieces of max(window, one step), margin.repeated_peaks) within
-  PROFILE_PEAK_REL_TOL; at most `max_steps` mini-batches.
+The stop rule is ProfileSettings'. The power window is devices.base.power_window_s (the
+robust peak's window, widened to hold several sensor updates: a shorter measurement
+would not see a window's worth of fresh readings); the peak's repeated windows are
+pieces of max(window, one step) (margin.repeated_peaks). Each row records its margin
+and what sized it (margin.py).
 
 Warm-up (first-iteration allocation, cuDNN autotuning) belongs to a batch size, not to
-a clock: a new batch size gets `warmup_steps` mini-batches first, a clock change none
-(the GPU runs at the new clock within milliseconds of the devfreq/NVML write), so the
-sweep's consecutive probes of one batch size share one warm-up.
+a clock (the GPU runs at a new clock within milliseconds of the devfreq/NVML write), so
+the sweep's consecutive probes of one batch size share one warm-up.
 
-Each row also records what the margin needs (margin.py): the sensor noise of one
-reading, the spread of the peak over repeated windows, and the resulting margin.
-
-On a simulated device the virtual clock and modelled power give t and P; the host
-runs one real step per batch size (the model must build, fit and train) and the device
+On a simulated device the virtual clock and modelled power give t and P; the host runs
+one real step per batch size (the model must build, fit and train) and the device
 accounts every step. On real hardware every step runs the real model.
 """
 
@@ -37,13 +26,7 @@ from undercap.artifacts.profile import ProfileRow
 from undercap.devices.base import Device, power_window_s
 from undercap.devices.sampler import PowerSampler, summarize
 from undercap.errors import DeviceOutOfMemoryError
-from undercap.profile.margin import (
-    MarginPolicy,
-    ci_halfwidth,
-    near_band_w,
-    reading_noise_w,
-    repeated_peaks,
-)
+from undercap.profile.margin import MarginPolicy, ci_halfwidth, reading_noise_w, repeated_peaks
 from undercap.profile.stepper import Stepper
 
 
@@ -62,8 +45,7 @@ class ProfileSettings:
         seed: Torch seed set before the model is built (its initial weights).
         host_steps: Simulated devices only: run one real step per batch size on the
             host to prove the model builds, fits and trains. False skips host compute
-            (the device model still gives every t and P), to profile many models
-            cheaply, e.g. for the baselines' safe frequency.
+            (the device model still gives every t and P), to profile many models cheaply.
         max_steps: Most measured mini-batches per configuration, whatever the
             confidence intervals say.
         min_windows: Measure each configuration for at least this many power windows
@@ -215,8 +197,7 @@ class Measurer:
         """The measurement's readings from one sensor update after its start: a reading
         taken as the clock changes still averages over the previous configuration (its
         last step's power), which would bias the row by the direction the sweep moved."""
-        pairs = sampler.samples()
-        arr = np.asarray(pairs, dtype=np.float64).reshape(-1, 2)
+        arr = np.asarray(sampler.samples(), dtype=np.float64).reshape(-1, 2)
         if arr.shape[0] > 3:
             keep = arr[:, 0] > arr[0, 0] + self.policy.sensor_update_s + 1e-12
             arr = arr[keep] if int(keep.sum()) >= 3 else arr
@@ -250,7 +231,3 @@ class Measurer:
             steps=int(step_times.size),
             duration_s=float(step_times.sum()),
         )
-
-    def near_band_w(self, row: ProfileRow) -> float:
-        """margin.near_band_w at this measurement's window, sensor and sample rate."""
-        return near_band_w(row, self.policy, self.settings.sample_rate_hz)

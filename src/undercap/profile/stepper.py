@@ -1,11 +1,10 @@
 """Real training steps of one model on the host, with synthetic inputs of its shape.
 
 Time per sample is data-independent (paper Sec. 4.1), so profiling feeds random
-tensors of the model's task (models/taskprobe.py): images for classification
-models, token ids for the token tasks (a seq2seq model also gets target ids). The
-labels' range is the model's own output width (one forward pass on a dummy batch,
-models/workload.py), so a user's model that ignores `num_classes` profiles too, and a
-model that does not take `input_shape` is one error line naming both shapes.
+tensors of the model's task (models/taskprobe.py): images, or token ids. The labels'
+range is the model's own output width (models/workload.py), so a user's model that
+ignores `num_classes` profiles too, and one that does not take `input_shape` is one
+error line naming both shapes.
 """
 
 from typing import Optional, Tuple

@@ -1,30 +1,24 @@
 """Which configurations to measure: the full sweep, and the efficient one (paper
 Sec. 4.1) made cheaper. Pure logic over a `probe(b, i)` callback that measures batch
-size b at the i-th clock of the table, so it is tested on tables (tests/
-test_profile_sweep.py) as well as on devices.
+size b at the i-th clock of the table, so it is tested on tables as well as on devices.
 
 Every shortcut rests on physics or on the paper:
 
-1. At one batch size, power rises with the clock: dynamic power ~ C V(f)^2 f with the
-   voltage V non-decreasing in f (DVFS tables; devices/simulated/model.py; paper
-   Fig. 1). So the feasible clocks of b are a prefix of the table, and the highest is
-   found by a search: gallop down from an upper bound (1, 2, 4, ... steps), then bisect
-   between the last infeasible and the first feasible probe. Since the answer is
-   usually at or just below the bound, most searches take one or two probes.
+1. At one batch size, power rises with the clock (dynamic power ~ C V(f)^2 f, V
+   non-decreasing in f: DVFS tables; paper Fig. 1), so the feasible clocks of b are a
+   prefix of the table: gallop down from an upper bound (1, 2, 4, ... steps), then
+   bisect. The answer is usually at or just below the bound: one or two probes.
 2. At one clock a smaller batch draws no more power than a larger one (occupancy and
-   the share of busy time grow with b; paper Sec. 4.1, the basis of its own efficient
-   sweep). So the highest feasible clock of b bounds every larger batch's from above:
-   batch sizes ascend, each search starting at the previous answer; once one batch size
-   is infeasible at every clock, so are all larger ones.
-3. Time per sample falls as the clock rises (the same work at more cycles per second).
-   So t(b, f) >= t(b, f_hi) for every clock b may run, f_hi its upper bound, and with
-   r(b) known, t(b, f_hi) * r(b) above the best score found so far proves that b cannot
-   win Algorithm 1 (score t * r, Sec. 4.3): b is pruned after one measurement.
-4. Measured peaks are noisy, so points 1 and 2 can fail by noise near the limit. A row
-   whose peak + margin lies within its decision band of the limit (`near`) is not
-   trusted to bound anything: rows above a search's answer are measured until one is
-   clearly infeasible, and the next batch size's bound is the highest row that was
-   feasible or near. So the efficient sweep answers as Algorithm 1 on the full table
+   busy time grow with b; paper Sec. 4.1), so b's highest feasible clock bounds every
+   larger batch's: batch sizes ascend, each search starting at the previous answer; one
+   infeasible at every clock ends them.
+3. Time per sample falls as the clock rises, so with r(b) known, t(b, f_hi) * r(b)
+   above the best score so far (f_hi: b's upper bound) proves that b cannot win
+   Algorithm 1 (score t * r, Sec. 4.3): b is pruned after one measurement.
+4. Peaks are noisy, so 1 and 2 can fail near the limit. A row whose peak + margin lies
+   within its decision band of the limit (`near`) bounds nothing: rows above a search's
+   answer are measured until one is clearly infeasible, and the next bound is the
+   highest row feasible or near. So the sweep answers as Algorithm 1 on the full table
    of the same measurements would, unless noise exceeds the band.
 """
 

@@ -26,8 +26,7 @@ def safe_profiles(
     log: Log = stderr_log,
     precision: str = "fp32",
 ) -> list[Profile]:
-    """Profiles of every supported model on this device, from which the baselines'
-    safe frequency is derived (paper Sec. 5.1: no supported model exceeds the limit).
+    """Profiles of every supported model on this device, for the baselines' safe frequency.
 
     Simulated devices: each model at its default input shape and the default batch
     sizes (those that fit), profiled from the device model without host compute and

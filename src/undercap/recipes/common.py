@@ -1,8 +1,7 @@
 """Pieces `undercap run` and `undercap compare` share: the training set-up, profiles,
 pre-trained weights and efficiency estimates, all through the one cache
-(artifacts.cache): a profile is keyed by the device, model, input shape, batch
-sizes, class count and sweep; weights by the model, source data and budget; every
-estimate run by what fixes its trajectory (estimate.config.run_key).
+(artifacts.cache), each keyed by what determines it (an estimate run's:
+estimate.config.run_key).
 """
 
 import dataclasses

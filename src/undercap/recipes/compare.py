@@ -8,16 +8,13 @@ limits. For each limit four methods pick a (batch size, frequency):
 * ours (Algorithm 1): min over b of t(b, f_b) * r_proxy(b), f_b the highest feasible f;
 * oracle: the same with r_target(b), measured by training on the target at every b.
 
-The safe frequency is derived, not typed in: the highest frequency at which no
-supported model exceeds the limit (scenario.safe_profiles / select.safe_freq_mhz).
-r_proxy and r_target come from the same estimate (efficiency.estimate) on the proxy
-and on the target, from the same pre-trained weights.
-
-Then every method's configuration is trained on the target on the device once per
-seed (train.train_on_device), giving the measured time-to-accuracy and energy.
-Limits are processed tight to loose; a configuration (b, f, seed) trained under a
-limit where the power guard never acted is the very run a looser limit (or no limit)
-would produce, so it is reused and recorded as shared (RunRecord.shared_from).
+The safe frequency is derived, not typed in (recipes/baselines.py); r_proxy and
+r_target come from the same estimate on the proxy and on the target, from the same
+pre-trained weights. Every method's configuration is then trained on the target on
+the device once per seed (recipes/device_runs.py). Limits go tight to loose: a run
+(b, f, seed) under a limit where the power guard never acted is the very run a looser
+limit (or no limit) would give, so it is reused and recorded as shared
+(RunRecord.shared_from).
 """
 
 from __future__ import annotations
@@ -30,16 +27,12 @@ from typing import Any, Optional, Union
 
 from undercap import defaults
 from undercap.artifacts.cache import Cache
-from undercap.artifacts.comparison import (
-    ChoiceRecord,
-    Comparison,
-    limit_label,
-    limit_sort_key,
-)
+from undercap.artifacts.comparison import ChoiceRecord, Comparison, limit_label, limit_sort_key
 from undercap.artifacts.efficiency import EfficiencySet, save_efficiency, save_efficiency_set
 from undercap.artifacts.io import save_json
 from undercap.artifacts.profile import Profile, save_profile
 from undercap.artifacts.provenance import provenance
+from undercap.artifacts.selection import save_selection
 from undercap.data.spec import DataSpec
 from undercap.errors import UndercapError
 from undercap.recipes.baselines import safe_frequencies, safe_profiles
@@ -51,8 +44,11 @@ from undercap.recipes.common import (
     stderr_log,
     with_pretrained,
 )
-from undercap.recipes.device_runs import TrainFn, train_all
+from undercap.recipes.device_runs import DeviceTrainer, TrainFn, train_all
+from undercap.recipes.ensemble import ensemble_selection  # one proxy: build_selection
 from undercap.recipes.profiling import check_feasible
+from undercap.select import baseline1, baseline2, oracle, select_ours
+from undercap.select.core import profiles_in
 from undercap.select.pooling import as_set, pooled_efficiency
 
 
@@ -78,8 +74,7 @@ class CompareConfig:
         profile: Path of a profile of the model to reuse instead of profiling.
         safe_profiles: Real devices: profiles of the other supported models, for the
             baselines' safe frequency (the highest at which no model exceeds the cap).
-        cache_dir: Cache of profiles and estimates, shared between runs; None:
-            `OUT_DIR/cache`.
+        cache_dir: Cache of profiles and estimates, shared between runs; None: `OUT_DIR/cache`.
         device_options: Keyword arguments of `open_device` (`read_only`, `sysfs_root`,
             `allow_clock_control`).
         power_margin_w: Safety margin added to every profiled peak; None: each
@@ -146,9 +141,6 @@ def choose_all(
     """Every method's configuration for every limit (select.*), each feasible with the
     safety margin (`margin_w`, None: the profile's measured ones): the baselines in
     `baseline_precision`, ours and the oracle in `precision` (select.core.profiles_in)."""
-    from undercap.select import baseline1, baseline2, oracle, select_ours
-    from undercap.select.core import profiles_in
-
     out, m = [], margin_w
     (base,) = profiles_in(profile, baseline_precision)
     for lim in sorted(limits, key=limit_sort_key):
@@ -191,18 +183,11 @@ def run_comparison(
     save_efficiency(out / "efficiency-target.json", eff_target)
     _save_selections(out, profile, eff_proxy, cfg, safe)
     rel = (eff_proxy.relative, eff_target.relative)
-    choices = choose_all(
-        profile,
-        *rel,
-        cfg.power_limits_w,
-        safe,
-        cfg.power_margin_w,
-        cfg.precision,
-        cfg.baseline_precision,
-    )
-    if train_fn is None:
-        train_fn = _device_trainer(
-            cfg, setup, eff_target.target_accuracy, cache, profile, progress, log
+    precisions = (cfg.precision, cfg.baseline_precision)
+    choices = choose_all(profile, *rel, cfg.power_limits_w, safe, cfg.power_margin_w, *precisions)
+    if train_fn is None:  # on the device; read-only: the profile's clock is never locked
+        train_fn = DeviceTrainer(
+            cfg, setup, eff_target.target_accuracy, cache, progress, log, clock=profile.clock
         )
     runs = train_all(choices, cfg.seeds, train_fn, log=log)
     comparison = Comparison(
@@ -224,33 +209,6 @@ def run_comparison(
 
     write_comparison_report(comparison, out, profile)
     return comparison
-
-
-def _device_trainer(
-    cfg: CompareConfig,
-    setup: TrainingSetup,
-    target_accuracy: float,
-    cache: Cache,
-    profile: Profile,
-    progress: bool,
-    log: Log,
-) -> TrainFn:
-    """The comparison's runs on the device itself, each cached."""
-    from undercap.recipes.device_runs import DeviceTrainer
-
-    trainer = DeviceTrainer(
-        cfg.device,
-        cfg.model,
-        cfg.target,
-        setup,
-        target_accuracy,
-        cache,
-        dict(cfg.device_options),
-        progress,
-        log,
-    )
-    trainer.clock = profile.clock  # read-only: the profile's clock is never locked
-    return trainer
 
 
 def _device_side(
@@ -286,19 +244,10 @@ def _save_selections(
 ) -> None:
     """Ours for every limit as a selection artifact (`train --from-selection` reads it):
     selection-<limit>.json, e.g. selection-3.5W.json, selection-none.json."""
-    from undercap.artifacts.selection import save_selection
-    from undercap.recipes.ensemble import ensemble_selection  # one proxy: build_selection
-
+    kw = {"margin_w": cfg.power_margin_w, "precision": cfg.precision}
     for lim in cfg.power_limits_w:
         name = "none" if lim is None else f"{lim:g}W"
-        sel = ensemble_selection(
-            profile,
-            eff_proxy,
-            lim,
-            safe_freq_mhz=safe[lim],
-            margin_w=cfg.power_margin_w,
-            precision=cfg.precision,
-        )
+        sel = ensemble_selection(profile, eff_proxy, lim, safe_freq_mhz=safe[lim], **kw)
         save_selection(out / f"selection-{name}.json", sel)
 
 
@@ -342,13 +291,8 @@ def _estimates(
         for spec in cfg.proxies or (cfg.proxy,)
     ]
     eff_proxy = pooled_efficiency(EfficiencySet.of(effs))  # several: the median r(b)
-    eff_target = estimate_efficiency(
-        setup,
-        cfg.target,
-        target_accuracy=cfg.target_accuracy,
-        target_fraction=cfg.target_fraction,
-        **dict(common, role="target"),
-    )
+    target = {"target_accuracy": cfg.target_accuracy, "target_fraction": cfg.target_fraction}
+    eff_target = estimate_efficiency(setup, cfg.target, **target, **dict(common, role="target"))
     return setup, eff_proxy, eff_target
 
 

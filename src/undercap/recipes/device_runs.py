@@ -1,12 +1,11 @@
 """Training the comparison's configurations on the device, with a run cache.
 
-Each (batch size, frequency, seed, power limit) is trained by train.train_on_device
-on a freshly opened device (seed = the run's seed, so a simulated device's sensor
-noise is reproducible and independent of the order runs happen in), from the same
-pre-trained weights and with the same learning-rate scaling (b_max of the estimate)
-as the efficiency estimates. Every result is a TrainResult JSON in the one cache
-(kind "device-run"), keyed by everything that determines it, so re-running a
-comparison reuses finished runs instead of training them again.
+Each (batch size, frequency, seed, power limit) trains on a freshly opened device
+(seeded with the run's seed, so a simulated sensor's noise does not depend on the
+order runs happen in), from the estimates' pre-trained weights and with their
+learning-rate scaling (their b_max). Every result is a TrainResult in the one cache
+(kind "device-run"), keyed by everything that determines it: a re-run comparison
+reuses finished runs.
 """
 
 from __future__ import annotations
@@ -21,15 +20,13 @@ from undercap.artifacts.cache import Cache
 from undercap.artifacts.comparison import ChoiceRecord, RunRecord, limit_label, limit_sort_key
 from undercap.artifacts.io import file_sha256
 from undercap.artifacts.train_result import TrainResult
-from undercap.data.spec import DataSpec
 from undercap.errors import ArtifactError
 from undercap.models.user import code_digest
-from undercap.recipes.common import Log, TrainingSetup, stderr_log
+from undercap.recipes.common import Log, TrainingSetup, loaded_splits, stderr_log
 from undercap.report.text import in_precision
 from undercap.train.cap import FixedCap
 
-#: (batch_size, freq_mhz, seed, power_limit_w, precision) -> the run (method fields
-#: filled later)
+#: (batch_size, freq_mhz, seed, power_limit_w, precision) -> the run (method fields unset)
 TrainFn = Callable[[int, float, int, Optional[float], str], RunRecord]
 
 
@@ -52,39 +49,26 @@ def run_record(result: TrainResult, *, seed: int) -> RunRecord:
 
 @dataclass
 class DeviceTrainer:
-    """A TrainFn (experiment.TrainFn) that trains on `device_name` with a run cache."""
+    """A TrainFn that trains `cfg`'s model on its target on its device, with a run cache."""
 
-    device_name: str
-    model: str
-    data: DataSpec  # the target
+    cfg: Any  # a CompareConfig (recipes/compare.py imports this module)
     setup: TrainingSetup
     target_accuracy: float
     cache: Cache
-    device_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     progress: bool = True
     log: Log = stderr_log
     # "observed" (a read-only profile): train at the clocks as found, lock nothing
     clock: str = "chosen"
-    trained: int = 0
-    reused: int = 0
-    _splits: Any = None
-
-    def splits(self) -> Any:
-        if self._splits is None:
-            from undercap.data.spec import load_splits
-
-            self._splits = load_splits(self.data, "cpu")
-        return self._splits
 
     def key(
         self, b: int, f: float, seed: int, limit: Optional[float], precision: str = "fp32"
     ) -> dict[str, Any]:
-        s = self.setup
+        s, cfg = self.setup, self.cfg
         return {
-            "device": self.device_name,
-            "device_options": {k: str(v) for k, v in sorted(self.device_options.items())},
-            "model": self.model,
-            "data": self.data.key(),
+            "device": cfg.device,
+            "device_options": {k: str(v) for k, v in sorted(cfg.device_options.items())},
+            "model": cfg.model,
+            "data": cfg.target.key(),
             "batch_size": b,
             "freq_mhz": f,
             "seed": seed,
@@ -94,7 +78,7 @@ class DeviceTrainer:
             "eval": [s.eval_every_samples, s.eval_max_samples],
             "objective": [s.loss, s.metric],
             "user_code": code_digest(
-                self.model, self.data.dataset, s.loss, s.metric, *s.recipe_paths.values()
+                cfg.model, cfg.target.dataset, s.loss, s.metric, *s.recipe_paths.values()
             ),
             **({"recipe": s.recipe_paths} if any(s.recipe_paths.values()) else {}),
             # deterministic torch trains other kernels: not the same run (keys made
@@ -119,9 +103,6 @@ class DeviceTrainer:
             result = self._train(b, f, seed, limit, precision)
             if entry is not None:
                 entry.store_json(result.to_dict())
-            self.trained += 1
-        else:
-            self.reused += 1
         return run_record(result, seed=seed)
 
     def _cached(self, entry: Any) -> Optional[TrainResult]:
@@ -141,7 +122,7 @@ class DeviceTrainer:
         from undercap.devices import open_device
         from undercap.train import RunOptions, TrainSpec, train
 
-        plan = self.setup.plan(self.model, b, target_accuracy=self.target_accuracy, seed=seed)
+        plan = self.setup.plan(self.cfg.model, b, target_accuracy=self.target_accuracy, seed=seed)
         plan = dataclasses.replace(plan, precision=precision)
         spec = TrainSpec.of(
             plan,
@@ -149,8 +130,9 @@ class DeviceTrainer:
             cap=FixedCap(limit),
             torch_device=self.setup.torch_device,
         )
-        with open_device(self.device_name, seed=seed, **self.device_options) as device:
-            return train(device, spec, self.splits(), RunOptions(progress=self.progress))
+        options = RunOptions(progress=self.progress)
+        with open_device(self.cfg.device, seed=seed, **self.cfg.device_options) as device:
+            return train(device, spec, loaded_splits(self.cfg.target), options)
 
 
 def _reusable(trained_limit: Optional[float], run: RunRecord, limit: Optional[float]) -> bool:
@@ -174,36 +156,23 @@ def train_all(
     """Train every (choice, seed), tight limits first, reusing identical runs."""
     done: dict[tuple[int, float, int, str], list[tuple[Optional[float], str, RunRecord]]] = {}
     runs: list[RunRecord] = []
-    ordered = sorted(choices, key=lambda c: limit_sort_key(c.power_limit_w))
-    for c in ordered:
+    for c in sorted(choices, key=lambda c: limit_sort_key(c.power_limit_w)):
         here = f"{c.method}@{limit_label(c.power_limit_w)}"
         for seed in seeds:
-            key = (c.batch_size, c.freq_mhz, seed, c.precision)
-            prior = next(
-                (
-                    (name, run)
-                    for lim, name, run in done.get(key, [])
-                    if _reusable(lim, run, c.power_limit_w)
-                ),
-                None,
-            )
-            if prior is None:
+            trained = done.setdefault((c.batch_size, c.freq_mhz, seed, c.precision), [])
+            shared = [
+                (name, run) for lim, name, run in trained if _reusable(lim, run, c.power_limit_w)
+            ]
+            if shared:
+                shared_from, run = shared[0]
+            else:
                 mixed = in_precision(c.precision)
                 log(
                     f"run {here}: batch size {c.batch_size} at {c.freq_mhz:g} MHz{mixed}, seed {seed}"
                 )
                 run = train_fn(c.batch_size, c.freq_mhz, seed, c.power_limit_w, c.precision)
-                done.setdefault(key, []).append((c.power_limit_w, here, run))
+                trained.append((c.power_limit_w, here, run))
                 shared_from = None
-            else:
-                shared_from, run = prior
-            runs.append(
-                dataclasses.replace(
-                    run,
-                    method=c.method,
-                    power_limit_w=c.power_limit_w,
-                    seed=seed,
-                    shared_from=shared_from,
-                )
-            )
+            fields = {"method": c.method, "power_limit_w": c.power_limit_w, "seed": seed}
+            runs.append(dataclasses.replace(run, shared_from=shared_from, **fields))
     return runs

@@ -1,21 +1,13 @@
-"""Several proxies in `run`, `compare` and `select`: each proxy's r(b) estimated (or
-loaded) on its own, pooled into one r(b) for the recipes (the median the `ensemble`
-rule ranks with, select/ensemble.py), and the selection with every proxy's view.
-
-The pooled Efficiency is what the rest of a recipe sees (profiling's pruning,
-Baseline 2, predicted times and speed-ups all use the median r(b)); it keeps every
-proxy's whole artifact under extra["proxies"], so `as_set` recovers them and the
-results folder stores the set (artifacts/efficiency.py, undercap.efficiency-set/1).
-No torch import unless an estimate runs.
+"""Several proxies in `run`, `compare` and `select`: their artifacts loaded and pooled
+into one r(b) (select/pooling.py: the median the `ensemble` rule ranks with, which is
+what the rest of a recipe sees), what they support checked, and the selection with
+every proxy's view (select/ensemble.py).
 """
 
 import dataclasses
 from typing import Any, Optional, Sequence
 
-from undercap.artifacts.efficiency import (
-    Efficiency,
-    load_efficiencies,
-)
+from undercap.artifacts.efficiency import Efficiency, load_efficiencies
 from undercap.artifacts.profile import Profile
 from undercap.artifacts.selection import Selection
 from undercap.errors import UndercapError
@@ -38,9 +30,7 @@ def check_several(sources: int, objective: str, eff: Optional[Efficiency] = None
     """What several proxies support, checked before any estimate (`sources`: the proxies
     or efficiency files named) and again once the artifacts are read (one file may hold
     several): the ensemble rule, for time."""
-    if not (sources > 1 or (eff is not None and several(eff))):
-        return
-    if objective != "time":
+    if (sources > 1 or (eff is not None and several(eff))) and objective != "time":
         raise UndercapError(
             "several proxies rank time to accuracy only; use --objective time or one proxy"
         )

@@ -16,14 +16,12 @@ followed, for the run's summary and selection.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from undercap.artifacts.cache import Cache
 from undercap.artifacts.profile import Profile
-from undercap.data.spec import DataSpec
 from undercap.errors import InfeasibleError
 from undercap.recipes.common import Log, reuse_or_profile
 from undercap.select import lowest_feasible_power_w
@@ -32,26 +30,18 @@ from undercap.train.cap import Cap, FixedCap, LiveSource
 
 @dataclass(frozen=True)
 class ProfileAsk:
-    """What `run` profiles: the device (by name, opened for each stage), the model at
-    the shape it trains on for `target`, the batch sizes, and the sweep: a profile
-    given by path, the efficient sweep for one limit (`efficient_for_w`), or every
-    (b, f) (None: a full profile was asked for, or the cap changes)."""
+    """What `run` profiles for `cfg`: its device (by name, opened for each
+    stage), its model at the shape it trains on for the target, its batch sizes, and the
+    sweep: a profile given by path, the efficient sweep for one limit (`efficient_for_w`),
+    or every (b, f) (None: a full profile was asked for, or the cap changes)."""
 
-    device: str
-    device_options: Mapping[str, Any]
-    seed: int
-    model: str
-    target: DataSpec
-    batch_sizes: tuple[int, ...]
-    given: Optional[str] = None
+    cfg: Any  # a RunConfig (recipes/run.py imports this module)
     efficient_for_w: Optional[float] = None
-    margin_w: Optional[float] = None
-    precision: str = "fp32"  # or fp16, bf16; "auto": every precision the device runs
 
     @property
     def staged(self) -> bool:
         """Whether it profiles in two stages: an efficient sweep it measures itself."""
-        return self.given is None and self.efficient_for_w is not None
+        return self.cfg.profile is None and self.efficient_for_w is not None
 
 
 def profile_stage(
@@ -67,23 +57,24 @@ def profile_stage(
     (`prior` from stage 1 and r(b)); unstaged: the whole profile at once."""
     from undercap.devices import open_device
 
-    batch_sizes = ask.batch_sizes
+    cfg = ask.cfg
+    batch_sizes = tuple(cfg.setup.batch_sizes)
     if ask.staged and prior is None:
         batch_sizes = (min(batch_sizes),)  # is the limit feasible at all?
-    with open_device(ask.device, seed=ask.seed, **ask.device_options) as device:
-        precisions = device.precisions() if ask.precision == "auto" else (ask.precision,)
+    with open_device(cfg.device, seed=cfg.seed, **cfg.device_options) as device:
+        precisions = device.precisions() if cfg.precision == "auto" else (cfg.precision,)
         return reuse_or_profile(
             device,
-            ask.model,
-            ask.target,
+            cfg.model,
+            cfg.target,
             batch_sizes,
-            given=ask.given,
+            given=cfg.profile,
             cache=cache,
             efficient_for_w=ask.efficient_for_w,
             progress=progress,
             log=log,
             relative=relative,
-            margin_w=ask.margin_w,
+            margin_w=cfg.power_margin_w,
             prior=prior,
             precisions=precisions,
         )
@@ -144,24 +135,16 @@ def profiling_cost(profile: Profile, result: Any) -> dict[str, Any]:
     the training's own, to the target or the end of its budget)."""
     cost = profile.cost
     train_s = result.time_to_accuracy_s or result.train_time_s
-    dev = cost.get("device_time_s")
+    dev, energy = cost.get("device_time_s"), cost.get("energy_j")
     return {
         "device_time_s": dev,
-        "energy_j": cost.get("energy_j"),
+        "energy_j": energy,
         "configurations": cost.get("configurations"),
         "steps": cost.get("steps"),
         "training_time_s": train_s,
         "training_energy_j": result.energy_j,
         "fraction_of_training_time": dev / train_s if dev is not None and train_s else None,
         "fraction_of_training_energy": (
-            cost.get("energy_j") / result.energy_j
-            if cost.get("energy_j") is not None and result.energy_j
-            else None
+            energy / result.energy_j if energy is not None and result.energy_j else None
         ),
     }
-
-
-def with_cost(selection: Any, profile: Profile, result: Any) -> Any:
-    """The selection with `profiling_cost` in its extra block."""
-    extra = {**selection.extra, "profiling_cost": profiling_cost(profile, result)}
-    return dataclasses.replace(selection, extra=extra)

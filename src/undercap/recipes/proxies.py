@@ -32,17 +32,9 @@ def run_efficiency(
         raise UndercapError(
             "give --proxy SPEC or --proxy-slice PCT (to estimate r(b)), or --efficiency FILE"
         )
+    common = {"seeds": cfg.estimate_seeds, "cache": cache, "progress": progress, "log": log}
     effs = [
-        estimate_efficiency(
-            setup,
-            spec,
-            seeds=cfg.estimate_seeds,
-            **_proxy_target(cfg, spec),
-            cache=cache,
-            role="proxy",
-            progress=progress,
-            log=log,
-        )
+        estimate_efficiency(setup, spec, role="proxy", **_proxy_target(cfg, spec), **common)
         for spec in specs
     ]
     return pooled_efficiency(EfficiencySet.of(effs))
@@ -53,17 +45,13 @@ def _proxy_target(cfg: Any, spec: DataSpec) -> Dict[str, Optional[float]]:
     device run's. A slice of the target: the device run's target, capped at a fraction
     of what the slice reaches (defaults.SLICE_TARGET_FRACTION; benchmarks/results/slice)."""
     if spec.slice_fraction is not None:
-        return {
-            "target_accuracy": cfg.target_accuracy,
-            "target_fraction": defaults.SLICE_TARGET_FRACTION,
-        }
-    acc = cfg.proxy_accuracy
-    if acc is None and cfg.proxy_fraction is None:
-        acc = cfg.target_accuracy
-    return {
-        "target_accuracy": acc,
-        "target_fraction": None if acc is not None else cfg.proxy_fraction,
-    }
+        acc, fraction = cfg.target_accuracy, defaults.SLICE_TARGET_FRACTION
+    else:
+        acc = cfg.proxy_accuracy
+        if acc is None and cfg.proxy_fraction is None:
+            acc = cfg.target_accuracy
+        fraction = None if acc is not None else cfg.proxy_fraction
+    return {"target_accuracy": acc, "target_fraction": fraction}
 
 
 def check_slices(cfg: Any) -> None:

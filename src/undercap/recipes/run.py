@@ -24,7 +24,7 @@ import contextlib
 import functools
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -37,20 +37,14 @@ from undercap.artifacts.selection import Selection, save_selection
 from undercap.artifacts.train_result import TrainResult, save_train_result
 from undercap.data.spec import DataSpec
 from undercap.errors import REMOVED_IN_0_3, ArtifactError, UndercapError, reject_removed
-from undercap.recipes.common import (
-    Log,
-    TrainingSetup,
-    loaded_splits,
-    stderr_log,
-    with_pretrained,
-)
+from undercap.recipes.common import Log, TrainingSetup, loaded_splits, stderr_log, with_pretrained
 from undercap.recipes.ensemble import ensemble_selection
 from undercap.recipes.profiling import (
     ProfileAsk,
     complete,
     profile_stage,
+    profiling_cost,
     selection_limit,
-    with_cost,
 )
 from undercap.recipes.proxies import check_slices, run_efficiency
 from undercap.select.pooling import as_set, several
@@ -114,8 +108,7 @@ class RunConfig:
         estimate_seeds: Seeds of the r(b) estimate runs.
         seed: Seed of the device training run.
         efficiency: Path of an efficiency file (`undercap estimate`) to reuse.
-        proxies: Several proxies: r(b) on each, pooled by the ensemble rule (the median
-            r(b)); replaces `proxy`.
+        proxies: Several proxies, pooled by the ensemble rule (the median r(b)); replaces `proxy`.
         efficiencies: Several efficiency files (or sets) to pool; replaces `efficiency`.
         profile: Path of a profile (`undercap profile`) to reuse instead of profiling.
         pretrain_source: Dataset to pre-train on first; every run starts from its weights.
@@ -124,8 +117,7 @@ class RunConfig:
         cache_dir: Cache of profiles, estimates and runs; None: `OUT_DIR/cache`.
         device_options: Keyword arguments of `open_device` (`read_only`, `sysfs_root`,
             `allow_clock_control`).
-        objective: What to minimise under the cap: `"time"`, `"energy"` or `"edp"`
-            (energy x time).
+        objective: What to minimise under the cap: `"time"`, `"energy"` or `"edp"` (energy x time).
         energy_budget_j: A battery: the fastest configuration whose predicted energy to
             the target fits in this many joules.
         power_margin_w: Safety margin added to every profiled peak; None: each
@@ -186,8 +178,9 @@ def run(
     cache = Cache(cfg.cache_dir or out / "cache")
     check_slices(cfg)  # a slice too small for its classes: before the device is touched
     # Device and profile first (the smallest batch size's stage, recipes/profiling.py):
-    # an unknown device or an infeasible limit fails before the (longer) estimate.
-    ask = _profile_ask(cfg)
+    # an unknown device or an infeasible limit fails before the (longer) estimate. The
+    # efficient sweep covers one limit: a cap that changes profiles every (b, f).
+    ask = ProfileAsk(cfg, None if cfg.full_profile else fixed_limit_w(cfg.cap))
     profile = profile_stage(ask, cache, progress, log)
     limit = selection_limit(cfg.cap, profile, cfg.power_margin_w)  # what it selects for
     setup = with_pretrained(
@@ -214,7 +207,8 @@ def run(
     )
     result = device_run(selection, out, progress)
     save_train_result(out / "train.json", result)
-    selection = with_cost(selection, profile, result)  # profiling's share of the training
+    extra = {**selection.extra, "profiling_cost": profiling_cost(profile, result)}
+    selection = replace(selection, extra=extra)  # with profiling's share of the training
     save_selection(out / "selection.json", selection)
     if result.segments:
         _plot_schedule(result, cfg.cap, out / "schedule.png", log)
@@ -224,11 +218,7 @@ def run(
 
 
 def _selection(
-    cfg: RunConfig,
-    setup: TrainingSetup,
-    profile: Profile,
-    eff: Efficiency,
-    limit: Optional[float],
+    cfg: RunConfig, setup: TrainingSetup, profile: Profile, eff: Efficiency, limit: Optional[float]
 ) -> Selection:
     """Algorithm 1's choice (the ensemble rule's with several proxies,
     recipes/ensemble.py), with the plan of the device run in its `training` block."""
@@ -254,11 +244,7 @@ class _DeviceRun:
     its plan and the run's cap (a cap that changes re-selects with `reselector`), in
     the results folder (its checkpoint, its evaluation log), so a re-run resumes it."""
 
-    device: str
-    device_options: Any
-    seed: int
-    target: DataSpec
-    cap: Cap
+    cfg: RunConfig
     torch_device: str
     reselector: Optional[Reselector] = None
 
@@ -272,18 +258,16 @@ class _DeviceRun:
                 objective=cfg.objective,
                 energy_budget_j=cfg.energy_budget_j,
             )
-        return cls(
-            cfg.device, cfg.device_options, cfg.seed, cfg.target, cfg.cap, torch_device, reselector
-        )
+        return cls(cfg, torch_device, reselector)
 
     def __call__(self, selection: Selection, folder: Path, progress: bool) -> TrainResult:
         from undercap.devices import open_device
         from undercap.train import train
 
         spec, options = self._spec_options(selection, folder, progress)
-        device = open_device(self.device, seed=self.seed, **self.device_options)
+        device = open_device(self.cfg.device, seed=self.cfg.seed, **self.cfg.device_options)
         with device, self._refused_resume(options):
-            return train(device, spec, loaded_splits(self.target), options, self.reselector)
+            return train(device, spec, loaded_splits(self.cfg.target), options, self.reselector)
 
     def check(self, selection: Selection, folder: Path) -> None:
         """Refuse, before `run` writes anything, a folder whose checkpoint is another
@@ -292,13 +276,13 @@ class _DeviceRun:
 
         spec, options = self._spec_options(selection, folder, False)
         with self._refused_resume(options):
-            check_resumable(self.device, spec, loaded_splits(self.target), options)
+            check_resumable(self.cfg.device, spec, loaded_splits(self.cfg.target), options)
 
     def _spec_options(
         self, selection: Selection, folder: Path, progress: bool
     ) -> tuple[TrainSpec, RunOptions]:
         ckpt = folder / "checkpoint"
-        spec = TrainSpec.from_selection(selection, cap=self.cap, torch_device=self.torch_device)
+        spec = TrainSpec.from_selection(selection, cap=self.cfg.cap, torch_device=self.torch_device)
         options = RunOptions(
             checkpoint_dir=ckpt,
             resume=(ckpt / "checkpoint.pt").exists(),  # a re-run continues (or returns) the run
@@ -306,7 +290,7 @@ class _DeviceRun:
             eval_log=folder / "evals.csv",  # one row per evaluation, for pandas
             resume_hint=(  # the same `run` would select for, and stop at, the same cap
                 f"`undercap train --from-selection {folder / 'selection.json'} --device "
-                f"{self.device} --checkpoint-dir {ckpt} --eval-log {folder / 'evals.csv'} "
+                f"{self.cfg.device} --checkpoint-dir {ckpt} --eval-log {folder / 'evals.csv'} "
                 f"-o {folder / 'train.json'} --resume --power-limit W` goes on from there "
                 "under a higher limit W"
             ),
@@ -345,20 +329,3 @@ def _plot_schedule(result: TrainResult, cap: Cap, path: Path, log: Log) -> None:
         )
     except MissingExtraError as e:
         log(f"note: no schedule figure ({e})")
-
-
-def _profile_ask(cfg: RunConfig) -> ProfileAsk:
-    """What to profile: the efficient sweep for a fixed limit; every (b, f) for a cap
-    that changes (the efficient sweep covers one limit) or when asked (--full-profile)."""
-    return ProfileAsk(
-        device=cfg.device,
-        device_options=cfg.device_options,
-        seed=cfg.seed,
-        model=cfg.model,
-        target=cfg.target,
-        batch_sizes=tuple(cfg.setup.batch_sizes),
-        given=cfg.profile,
-        efficient_for_w=None if cfg.full_profile else fixed_limit_w(cfg.cap),
-        margin_w=cfg.power_margin_w,
-        precision=cfg.precision,
-    )

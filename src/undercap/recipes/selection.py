@@ -18,12 +18,8 @@ def training_of(eff: Efficiency) -> Dict[str, Any]:
     """How device training repeats the estimate: its largest batch and base LR (sqrt
     scaling, paper Sec. 4.2) and the weights it started from."""
     cfg = eff.extra.get("config") or {}
-    pairs = (
-        ("max_batch_size", cfg.get("b_max")),
-        ("base_lr", cfg.get("base_lr")),
-        ("pretrained", cfg.get("pretrained")),
-    )
-    return {k: v for k, v in pairs if v is not None}
+    names = {"max_batch_size": "b_max", "base_lr": "base_lr", "pretrained": "pretrained"}
+    return {k: cfg[c] for k, c in names.items() if cfg.get(c) is not None}
 
 
 def _predicted(choice: Any, n_max: Optional[float]) -> Dict[str, Any]:
@@ -135,9 +131,8 @@ def _margin_extra(
     pruned = profile.sweep.get("pruned") or {}
     if not pruned:
         return note
-    same = all(abs(eff.relative.get(int(b), -1.0) - r) <= 1e-9 for b, r in used.items())
     note["pruned_batch_sizes"] = dict(pruned)
-    if not same:
+    if not all(abs(eff.relative.get(int(b), -1.0) - r) <= 1e-9 for b, r in used.items()):
         note["pruning_warning"] = (
             "the profile skipped batch sizes that could not win under another r(b); "
             "profile again with this --efficiency (or --full) before trusting this choice"

@@ -1,33 +1,26 @@
 """`undercap solar`: a device's power cap from measured sunlight, as a schedule.
 
 From global horizontal irradiance G(t) (W/m^2; e.g. ../shared/data/power, one value
-a minute) to the power the training device may draw (W):
+a minute) to the power the training device may draw (W; its board input power, its
+own idle draw included), with SolarSystem's fields:
 
     PV(t)  = G(t) * area_m2 * efficiency * derate
     free(t) = PV(t) - rest_w                        what the panel leaves for the device
 
-* efficiency: the module's (0.20 for a mono-Si panel at standard test conditions);
-* derate: everything between module and load (wiring, MPPT conversion, temperature,
-  soiling): 0.86, PVWatts' default of 14% system losses (NREL, Dobos 2014);
-* rest_w: what the rest of the system draws from the same panel (a camera, a radio);
-  the cap is the device's board input power, its own idle draw included.
+derate is everything between module and load (wiring, MPPT conversion, temperature,
+soiling): 0.86, PVWatts' default of 14% system losses (NREL, Dobos 2014). Without a
+battery the cap is max(free, 0): a cloud is an outage. With one, simulated minute by
+minute assuming the device draws its whole cap (the worst case for the battery),
+greedily: what the sun gives is used now, the battery fills the gaps, and surplus sun
+(also beyond `device_max_w`) charges it.
 
-Without a battery the cap is max(free, 0): a cloud is an outage. With a battery of
-`battery_wh` the device may also draw up to `battery_w` from it while it holds charge
-above `reserve` (a fraction of capacity), and surplus sun charges it (charging
-efficiency `charge_eff`, 0.9 for Li-ion): simulated minute by minute assuming the
-device draws its whole cap (the worst case for the battery), greedily: what the sun
-gives is used now, the battery fills the gaps. The cap never exceeds `device_max_w`
-(the device's own maximum; sun beyond it charges the battery).
-
-Time compression. Training on a simulated device takes seconds to minutes, a solar
-day hours; the daylight part of the day (from the first to the last minute with
-G > 1 W/m^2) is compressed by `compress`: schedule time = (day time - sunrise) /
-compress, so `compress=60` turns each minute of the day into one second of training.
-`duration_s` picks the factor that fits daylight into that many seconds instead.
-With `repeat` the whole day, night included, becomes a schedule that repeats (day
-after day, the battery carrying charge through the night): training that outlasts a
-day waits for the next sunrise.
+Time compression (training on a simulated device takes minutes, a solar day hours):
+daylight (the first to the last minute with G > 1 W/m^2) becomes schedule time
+(day time - sunrise) / compress, so `compress=60` turns each minute of the day into
+one second of training; `duration_s` picks the factor that fits daylight into that
+many seconds instead. With `repeat` the whole day, night included, repeats (the
+battery carrying charge through the night): training that outlasts a day waits for
+the next sunrise. See docs/guides/changing-caps.md.
 """
 
 from __future__ import annotations
@@ -49,13 +42,13 @@ class SolarSystem:
     """The panel, the battery and the rest of the system (units in the names)."""
 
     area_m2: float = 0.05  # a 10 W (STC) panel at 20%: sized for a 5-10 W Jetson
-    efficiency: float = 0.20
+    efficiency: float = 0.20  # the module's: mono-Si at standard test conditions
     derate: float = 0.86
-    rest_w: float = 0.5
+    rest_w: float = 0.5  # what the rest of the system draws (a camera, a radio)
     battery_wh: float = 0.0  # 0: no battery
     battery_w: float = 5.0  # the most the battery may deliver
     reserve: float = 0.1  # never discharged below this fraction of capacity
-    charge_eff: float = 0.9
+    charge_eff: float = 0.9  # charging efficiency (Li-ion)
     initial_soc: float = 0.5  # state of charge at sunrise, a fraction of capacity
     device_max_w: Optional[float] = None  # no cap above this (None: unbounded)
 

@@ -1,8 +1,9 @@
 """Comparison tables and figures (paper Tables 2-4, time and energy bars).
 
-Pure functions over `undercap.artifacts.comparison.Comparison` records: a Markdown report, a
-per-run CSV and a summary CSV (report/compare_csv.py), and two bar charts. Everything produced from a simulated device says "simulated" (Markdown
-title, a `simulated` CSV column, figure titles). Files are written atomically.
+Pure functions over `undercap.artifacts.comparison.Comparison` records: a Markdown
+report, a per-run CSV and a summary CSV (report/compare_csv.py), and two bar charts.
+Everything produced from a simulated device says "simulated" (Markdown title, a
+`simulated` CSV column, figure titles). Files are written atomically.
 """
 
 from __future__ import annotations
@@ -79,9 +80,8 @@ def _config_cell(c: Comparison, method: str, limit: Optional[float]) -> str:
     if ch is None:
         return "-"
     # mixed precision named; fp32 as before precisions (the paper's tables)
-    return f"{ch.batch_size} @ {ch.freq_mhz:g} MHz" + (
-        "" if ch.precision == "fp32" else f" {ch.precision}"
-    )
+    precision = "" if ch.precision == "fp32" else f" {ch.precision}"
+    return f"{ch.batch_size} @ {ch.freq_mhz:g} MHz{precision}"
 
 
 def _mixed(c: Comparison) -> bool:
@@ -99,6 +99,7 @@ def markdown_report(c: Comparison) -> str:
     chosen configurations, energy table, and notes on shared or unfinished runs."""
     rows = summarize(c)
     methods = c.methods
+    labels = [_label(m) for m in methods]
     limits = _limits(c)
     n_seeds = len(c.seeds)
     lines = [
@@ -110,8 +111,7 @@ def markdown_report(c: Comparison) -> str:
         + (", measured on the simulated device's virtual clock." if c.simulated else "."),
         "",
         _table(
-            ["Power limit", *[_label(m) for m in methods]]
-            + ["Speed-up vs B1", "Speed-up vs B2", "Gap ours to oracle"],
+            ["Power limit", *labels, "Speed-up vs B1", "Speed-up vs B2", "Gap ours to oracle"],
             [
                 [limit_label(lim)]
                 + [_time_cell(summary_for(rows, m, lim)) for m in methods]
@@ -126,7 +126,7 @@ def markdown_report(c: Comparison) -> str:
         "frequency, the highest at which no supported model exceeds the limit:",
         "",
         _table(
-            ["Power limit", "Safe frequency", *[_label(m) for m in methods]],
+            ["Power limit", "Safe frequency", *labels],
             [
                 [limit_label(lim), _safe_cell(c, lim)] + [_config_cell(c, m, lim) for m in methods]
                 for lim in limits
@@ -136,7 +136,7 @@ def markdown_report(c: Comparison) -> str:
         "Energy to the target (J), mean ± std:",
         "",
         _table(
-            ["Power limit", *[_label(m) for m in methods]],
+            ["Power limit", *labels],
             [
                 [limit_label(lim)] + [_energy_cell(summary_for(rows, m, lim)) for m in methods]
                 for lim in limits
@@ -176,8 +176,7 @@ def _notes(c: Comparison, rows: Sequence[SummaryRow]) -> list[str]:
             f"- {len(shared)} of {len(c.runs)} runs reuse an identical run "
             "(same batch size, frequency and seed chosen by another method or limit)."
         )
-    unfinished = [r for r in rows if r.n_reached < r.n_runs]
-    for r in unfinished:
+    for r in (r for r in rows if r.n_reached < r.n_runs):
         notes.append(
             f"- {_label(r.method)} at {limit_label(r.power_limit_w)}: {r.n_runs - r.n_reached} "
             f"of {r.n_runs} seeds did not reach the target within the sample budget "
@@ -189,8 +188,7 @@ def _notes(c: Comparison, rows: Sequence[SummaryRow]) -> list[str]:
             f"{r.n_over_limit} of {r.n_runs} seeds: the robust peak power went above the "
             "limit (left out of the mean)."
         )
-    guarded = [r for r in rows if r.guard_events]
-    for r in guarded:
+    for r in (r for r in rows if r.guard_events):
         notes.append(
             f"- {_label(r.method)} at {limit_label(r.power_limit_w)}: the power guard stepped "
             f"the frequency down {r.guard_events} time(s)."
@@ -205,50 +203,47 @@ def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
 
 
 # --- figures -------------------------------------------------------------------------
+#: a bar chart's quantity: its SummaryRow mean and std fields and its axis label
+_BARS = {
+    "time": ("time_mean_s", "time_std_s", "time to accuracy (s)"),
+    "energy": ("energy_mean_j", "energy_std_j", "energy to accuracy (J)"),
+}
+
+
 def plot_bars(c: Comparison, path: Union[str, Path], *, quantity: str = "time") -> Path:
     """Grouped bars per power limit, one bar per method, error bars = std over seeds.
     quantity: "time" (time to accuracy, s) or "energy" (energy to accuracy, J)."""
     require("matplotlib", "plot", "plotting")
-    from matplotlib.figure import Figure
-
-    from undercap.report.figures import save_figure
+    from undercap.report.figures import new_figure, save_figure
 
     if quantity not in ("time", "energy"):
         raise ValueError(f"quantity must be 'time' or 'energy', not {quantity!r}")
+    mean_of, std_of, ylabel = _BARS[quantity]
     rows = summarize(c)
     limits, methods = _limits(c), c.methods
     width = 0.8 / max(len(methods), 1)
-    fig = Figure(figsize=(1.6 + 1.6 * len(limits), 3.6))
+    fig = new_figure(figsize=(1.6 + 1.6 * len(limits), 3.6))
     ax = fig.subplots()
     for j, m in enumerate(methods):
         xs, ys, errs = [], [], []
         for i, lim in enumerate(limits):
             s = summary_for(rows, m, lim)
-            mean, std = _bar_values(s, quantity)
+            mean = None if s is None else getattr(s, mean_of)
             if mean is None:
                 continue
             xs.append(i - 0.4 + width * (j + 0.5))
             ys.append(mean)
-            errs.append(std)
+            errs.append(getattr(s, std_of))
         # Error bars only where there is a spread (two or more seeds reached).
         yerr = [e or 0.0 for e in errs] if any(e is not None for e in errs) else None
         ax.bar(xs, ys, width, yerr=yerr, capsize=3, label=_label(m), color=f"C{j}")
     ax.set_xticks(range(len(limits)))
     ax.set_xticklabels([f"limit {limit_label(lim)}" for lim in limits])
-    ylabel = "time to accuracy (s)" if quantity == "time" else "energy to accuracy (J)"
     ax.set_ylabel(ylabel + (" [simulated]" if c.simulated else ""))
     ax.set_title(title(c, quantity.capitalize()), fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return save_figure(fig, path)
-
-
-def _bar_values(s: Optional[SummaryRow], quantity: str) -> tuple[Optional[float], Optional[float]]:
-    if s is None:
-        return None, None
-    if quantity == "time":
-        return s.time_mean_s, s.time_std_s
-    return s.energy_mean_j, s.energy_std_j
 
 
 def plot_profile_choices(c: Comparison, profile: Any, out_dir: Union[str, Path]) -> dict[str, Path]:
@@ -263,11 +258,7 @@ def plot_profile_choices(c: Comparison, profile: Any, out_dir: Union[str, Path])
             continue
         path = Path(out_dir) / f"profile_{lim:g}W.png"
         out[f"profile_{lim:g}W"] = plot_profile(
-            profile,
-            path,
-            power_limit_w=lim,
-            choice=ours,
-            baseline=b1,
+            profile, path, power_limit_w=lim, choice=ours, baseline=b1
         )
     return out
 

@@ -12,10 +12,6 @@ def _freqs(freqs: Tuple[float, ...]) -> str:
     return f"{freqs[0]:g} .. {freqs[-1]:g} ({len(freqs)} steps)"
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n else "?"
-
-
 def _control(info: Any) -> str:
     if info.is_simulated:
         return "yes (simulated)" if info.control_permitted else "no"
@@ -30,7 +26,7 @@ def format_devices(infos: List[Any], notes: List[str]) -> str:
             i.name,
             i.backend,
             _freqs(i.freqs_mhz),
-            _gib(i.memory_bytes),
+            f"{i.memory_bytes / 2**30:.1f} GiB" if i.memory_bytes else "?",
             ", ".join(i.power_sensors) or "none",
             _control(i),
         )

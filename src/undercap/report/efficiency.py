@@ -14,15 +14,16 @@ from typing import Any, Union
 
 from undercap.artifacts.efficiency import Efficiency
 from undercap.errors import require
-from undercap.report.figures import save_figure
+from undercap.report.figures import new_figure, save_figure
+
+_EXCLUDED = "excluded\n(no seed\nreached)"  # the placeholder bar's label
 
 
 def _curve_points(eff: Efficiency) -> dict[int, list[list[tuple[int, float]]]]:
-    curves = eff.extra.get("curves") or {}
-    out: dict[int, list[list[tuple[int, float]]]] = {}
-    for b_key, per_seed in curves.items():
-        out[int(b_key)] = [[(int(p[0]), float(p[1])) for p in c] for c in per_seed.values()]
-    return out
+    return {
+        int(b_key): [[(int(p[0]), float(p[1])) for p in c] for c in per_seed.values()]
+        for b_key, per_seed in (eff.extra.get("curves") or {}).items()
+    }
 
 
 def _mean_curve(seed_curves: list[list[tuple[int, float]]]) -> tuple[list[int], list[float]]:
@@ -40,13 +41,9 @@ def _mean_curve(seed_curves: list[list[tuple[int, float]]]) -> tuple[list[int], 
 
 def plot_efficiency(eff: Efficiency, path: Union[str, Path]) -> Path:
     """Write the two-panel figure to `path` (format from the suffix, e.g. .png)."""
-    require("matplotlib", "plot", "plotting")
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4.2))
+    fig = new_figure(figsize=(11, 4.2))
     ax_c, ax_r = fig.subplots(1, 2)
-    _plot_curves(ax_c, eff, matplotlib.colormaps["plasma"])
+    _plot_curves(ax_c, eff, require("matplotlib", "plot", "plotting").colormaps["plasma"])
     _plot_relative(ax_r, eff)
     kind = (eff.extra.get("target") or {}).get("accuracy_kind", "sample")
     fig.suptitle(
@@ -92,15 +89,7 @@ def _plot_relative(ax: Any, eff: Efficiency) -> None:
             ax.text(x, label_y + 0.01 * top, f"{r:.2f}", ha="center", va="bottom", fontsize=8)
         else:
             ax.bar(x, top, color="none", edgecolor="tab:red", hatch="//")
-            ax.text(
-                x,
-                top / 2,
-                "excluded\n(no seed\nreached)",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="tab:red",
-            )
+            ax.text(x, top / 2, _EXCLUDED, ha="center", va="center", fontsize=7, color="tab:red")
     ax.axhline(1.0, color="k", lw=0.8, ls=":")
     ax.set_xticks(xs, [str(b) for b in bs])
     ax.set_xlabel("batch size b")

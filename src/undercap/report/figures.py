@@ -1,8 +1,6 @@
-"""Figures and tables for undercap's artifacts and results.
-
-matplotlib is imported inside the plotting functions (with the non-interactive Agg
-canvas, no pyplot global state), so importing this module stays cheap. Every figure
-is written atomically: a temp file in the same folder, then os.replace.
+"""Figures of undercap's artifacts and results. matplotlib is imported inside the
+plotting functions (the Agg canvas, no pyplot state), so importing this module stays
+cheap; every figure is written atomically (a temp file, then os.replace).
 """
 
 from pathlib import Path
@@ -11,6 +9,14 @@ from typing import Any, Optional, Union
 from undercap.artifacts.io import atomic_path
 from undercap.artifacts.profile import Profile
 from undercap.errors import require
+
+
+def new_figure(**kwargs: Any) -> Any:
+    """A matplotlib Figure (no pyplot state); MissingExtraError without the plot extra."""
+    require("matplotlib", "plot", "plotting")
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 def save_figure(fig: Any, path: Union[str, Path], *, dpi: int = 120) -> Path:
@@ -40,10 +46,7 @@ def plot_profile(
     the region above the power limit shaded; the selected configuration starred and
     the baseline marked (each a select.Choice or anything with its fields, e.g. a
     comparison's ChoiceRecord). Returns the written path."""
-    require("matplotlib", "plot", "plotting")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7.5, 5.0))
+    fig = new_figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
     _plot_batches(ax, profile)
     peaks = [r.peak_power_w for r in profile.rows]
@@ -52,14 +55,10 @@ def plot_profile(
     if power_limit_w is not None:
         ax.axvspan(power_limit_w, x_hi, color="tab:red", alpha=0.12, lw=0)
         ax.axvline(power_limit_w, color="tab:red", ls="--", lw=1.2)
+        label = f" limit {power_limit_w:g} W (right: infeasible)"
+        xaxis = ax.get_xaxis_transform()  # x in data, y in axes units: above the plot
         ax.text(
-            power_limit_w,
-            1.0,
-            f" limit {power_limit_w:g} W (right: infeasible)",
-            color="tab:red",
-            transform=ax.get_xaxis_transform(),
-            va="bottom",
-            fontsize=8,
+            power_limit_w, 1.0, label, color="tab:red", transform=xaxis, va="bottom", fontsize=8
         )
     for c, marker, colour in ((baseline, "D", "tab:gray"), (choice, "*", "gold")):
         if c is not None:
@@ -85,15 +84,9 @@ def _plot_batches(ax: Any, profile: Profile) -> None:
     for i, b in enumerate(bs):
         rows = sorted((r for r in profile.rows if r.batch_size == b), key=lambda r: r.freq_mhz)
         colour = cmap(i / max(1, len(bs) - 1) * 0.9)
-        ax.plot(
-            [r.peak_power_w for r in rows],
-            [r.time_per_sample_s for r in rows],
-            marker="o",
-            ms=4,
-            lw=1.2,
-            color=colour,
-            label=str(b),
-        )
+        peaks = [r.peak_power_w for r in rows]
+        times = [r.time_per_sample_s for r in rows]
+        ax.plot(peaks, times, marker="o", ms=4, lw=1.2, color=colour, label=str(b))
 
 
 def _mark(ax: Any, c: Any, marker: str, colour: str) -> None:

@@ -15,8 +15,7 @@ class NoBar:
     def set_postfix(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def set_postfix_str(self, *args: Any, **kwargs: Any) -> None:
-        pass
+    set_postfix_str = set_postfix
 
     def close(self) -> None:
         pass

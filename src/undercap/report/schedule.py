@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from undercap.errors import require
-from undercap.report.figures import save_figure
+from undercap.report.figures import new_figure, save_figure
 
 
 def _steps(segments: Sequence[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
@@ -39,24 +39,16 @@ def plot_schedule(
     """Top: the cap (a PowerSchedule's steps when given, else each segment's limit),
     each segment's mean and robust peak power. Bottom: batch size and GPU clock."""
     require("matplotlib", "plot", "plotting")
-    from matplotlib.figure import Figure
-
     if not segments:
         raise ValueError("no segments to plot: the run's cap did not change")
-    fig = Figure(figsize=(9, 5.5))
+    fig = new_figure(figsize=(9, 5.5))
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     end = segments[-1]["end_s"]
     if cap is not None:
         xs = [t for t in _cap_times(cap, end) if t <= end] + [end]
-        ys = [cap.limit_at(t) for t in xs]
-        top.step(
-            xs,
-            [float("nan") if y is None else y for y in ys],
-            where="post",
-            color="tab:red",
-            lw=1.5,
-            label="cap",
-        )
+        limits = [cap.limit_at(t) for t in xs]
+        ys = [float("nan") if y is None else y for y in limits]
+        top.step(xs, ys, where="post", color="tab:red", lw=1.5, label="cap")
     else:
         top.plot(*_steps(segments, "power_limit_w"), color="tab:red", lw=1.5, label="cap")
     top.plot(*_steps(segments, "mean_power_w"), color="tab:blue", lw=1.2, label="mean power")
@@ -83,10 +75,7 @@ def plot_schedule(
 
 def plot_cap(schedule: Any, path: Union[str, Path], *, title: str = "") -> Path:
     """A schedule by itself: the cap over (schedule) time."""
-    require("matplotlib", "plot", "plotting")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(9, 3))
+    fig = new_figure(figsize=(9, 3))
     ax = fig.subplots()
     caps = [float("nan") if c is None else c for c in schedule.limits_w]
     end = schedule.times_s[-1] * 1.01 + 1e-9

@@ -1,8 +1,5 @@
-"""Text summaries the commands print: profile, estimate, selection, training.
-
-Pure formatting of artifacts (no torch): a command calls the library, then prints
-one of these.
-"""
+"""Text summaries the commands print: profile, estimate, selection, training. Pure
+formatting of artifacts (no torch): a command calls the library, then prints one."""
 
 from typing import Any, Dict, List, Optional
 
@@ -43,16 +40,13 @@ def target_rule(t: Dict[str, Any]) -> str:
 
 def estimate_summary(eff: Efficiency) -> str:
     """The estimate as a table of N(b) and r(b) with seed spread, notes and cost."""
-    lines = []
     t = eff.extra.get("target", {})
     how = target_rule(t)
     kind = "character " if t.get("accuracy_kind") == "character" else ""
-    lines.append(
-        f"{eff.model} on {eff.dataset}: target {kind}accuracy {eff.target_accuracy:.4f} [{how}]"
-    )
-    lines.append(
-        f"  {'b':>6} {'reached':>8} {'N(b) mean':>10} {'N std':>8} {'r(b)':>6} {'r min..max':>12}"
-    )
+    lines = [
+        f"{eff.model} on {eff.dataset}: target {kind}accuracy {eff.target_accuracy:.4f} [{how}]",
+        f"  {'b':>6} {'reached':>8} {'N(b) mean':>10} {'N std':>8} {'r(b)':>6} {'r min..max':>12}",
+    ]
     means, stds = eff.extra["samples_to_target_mean"], eff.extra["samples_to_target_std"]
     spread, reached = eff.extra["relative_spread"], eff.extra["reached"]
     for b in eff.batch_sizes:
@@ -65,8 +59,7 @@ def estimate_summary(eff: Efficiency) -> str:
             )
         else:
             lines.append(f"  {b:>6} {f'{k}/{n}':>8} {'-':>10} {'-':>8} {'excl.':>6}")
-    for note in eff.extra.get("notes", []):
-        lines.append(f"  note: {note}")
+    lines += [f"  note: {note}" for note in eff.extra.get("notes", [])]
     c = eff.extra["cost"]
     how = f"{c.get('reused_runs', 0)} runs reused"
     if c.get("eval_wall_s") is not None and c["wall_s"] > 0:  # absent in older files

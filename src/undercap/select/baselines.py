@@ -61,12 +61,12 @@ def safe_freq_mhz(
     need = lambda r: r.peak_power_w + margin_of(r, margin_w)  # noqa: E731
     cheapest = (min(rows, key=need) for rows in groups)
     worst = max(cheapest, key=need)
+    model = next(p.model for p in profs if worst in p.rows)
     raise InfeasibleError(
-        f"no frequency keeps every model under {limit:g} W: {_model_of(profs, worst)} at "
+        f"no frequency keeps every model under {limit:g} W: {model} at "
         f"batch size {worst.batch_size} draws {worst.peak_power_w:.2f} W"
         + (f" (+ {margin_of(worst, margin_w):.2f} W margin)" if margin_of(worst, margin_w) else "")
-        + " even at "
-        f"{worst.freq_mhz:g} MHz; raise the power limit to at least that"
+        + f" even at {worst.freq_mhz:g} MHz; raise the power limit to at least that"
     )
 
 
@@ -76,10 +76,6 @@ def _safe_for(
     no_violation_below = all(_within(r, limit, margin_w) for r in rows if r.freq_mhz <= f)
     evidence_above = any(_within(r, limit, margin_w) for r in rows if r.freq_mhz >= f)
     return no_violation_below and evidence_above
-
-
-def _model_of(profiles: List[Profile], row: ProfileRow) -> str:
-    return next(p.model for p in profiles if row in p.rows)
 
 
 def _row_at_or_below(rows: List[ProfileRow], freq_mhz: float) -> Optional[ProfileRow]:

@@ -13,17 +13,12 @@ against a brute force (tests/test_select.py).
 Tie-breaking (all methods): equal scores prefer the larger batch size, then the
 higher frequency; deterministic, and a larger batch means fewer optimizer steps.
 
-Precision (beyond the paper): a profile may hold rows in several precisions (fp32, and
-fp16/bf16 mixed precision); each is a table t(b, f), P(b, f) of its own, and the choice
-is made in one of them, or in each with the best taken (`precision="auto"`). r(b) is
-the same in every precision (measured: docs/results). Every other function here takes a
-profile in one precision.
-
-Safety margin (beyond the paper): a configuration is feasible only when its profiled
-peak plus a margin stays within the limit. The margin is each row's own, sized from
-what profiling observed (profile/margin.py: the sensor's noise and the peak's spread
-over repeated windows; rows of older profiles have none), unless `margin_w` gives one
-for every row (`--power-margin-w`; 0 restores the paper's test peak <= limit).
+Beyond the paper (docs/concepts/method.md, safety.md): each precision of a profile is
+a table t(b, f), P(b, f) of its own, the choice made in one or, with `precision="auto"`,
+in each (r(b) is the same in all, measured: docs/results); other functions here take
+one precision. Feasible means peak plus a safety margin within the limit: each row's
+own (profile/margin.py; none in older profiles), or `margin_w` for every row
+(`--power-margin-w`; 0 restores the paper's test peak <= limit).
 """
 
 import math
@@ -69,8 +64,7 @@ class Choice:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Choice":
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
 # --- input checks -----------------------------------------------------------------
@@ -307,29 +301,20 @@ def _select(
     best = _best(per_batch(profile, relative, power_limit_w, method=method, margin_w=margin_w))
     if best is not None:
         return best
-    common = sorted(set(profile.batch_sizes) & set(relative))
+    common = set(profile.batch_sizes) & set(relative)
     if not common:
         raise ArtifactError(
             f"no batch size has both profile rows {list(profile.batch_sizes)} and an "
             f"efficiency estimate {sorted(relative)}; estimate efficiency for the "
             "profiled batch sizes"
         )
-    raise _infeasible(profile, common, power_limit_w, margin_w)
-
-
-def _infeasible(
-    profile: Profile,
-    batch_sizes: List[int],
-    limit: Optional[float],
-    margin_w: Optional[float] = None,
-) -> InfeasibleError:
     lowest = min(
-        (r for r in profile.rows if r.batch_size in set(batch_sizes)),
+        (r for r in profile.rows if r.batch_size in common),
         key=lambda r: (r.peak_power_w + margin_of(r, margin_w), -r.batch_size),
     )
     m = margin_of(lowest, margin_w)
-    return InfeasibleError(
-        f"no configuration of {profile.model} stays under {limit:g} W: the lowest "
+    raise InfeasibleError(
+        f"no configuration of {profile.model} stays under {power_limit_w:g} W: the lowest "
         f"feasible power is {lowest.peak_power_w + m:.2f} W (batch size {lowest.batch_size} "
         f"at {lowest.freq_mhz:g} MHz"
         + (f": peak {lowest.peak_power_w:.2f} W + margin {m:.2f} W" if m else "")
@@ -357,10 +342,9 @@ def excluded_batch_sizes(
         elif b not in relative:
             out[b] = "no efficiency estimate r(b) (never reached the target, or not run)"
         elif not any(_within(r, limit, margin_w) for r in groups[b]):
-            lowest = min(r.peak_power_w + margin_of(r, margin_w) for r in groups[b])
-            with_margin = (
-                " (peak + margin)" if any(margin_of(r, margin_w) for r in groups[b]) else ""
-            )
+            rows = groups[b]
+            lowest = min(r.peak_power_w + margin_of(r, margin_w) for r in rows)
+            with_margin = " (peak + margin)" if any(margin_of(r, margin_w) for r in rows) else ""
             out[b] = f"needs at least {lowest:.2f} W{with_margin}, above the {limit:g} W limit"
     return out
 

@@ -8,25 +8,20 @@ Each proxy p gives its own r_p(b) = N_p(b) / N_p(b_max). Exactly:
      an even count).
   3. Algorithm 1 with r_med (core: each b at its highest feasible clock, smallest
      t * r_med, ties to the larger batch, then the higher clock).
-Reported beside the choice (not used to make it): each proxy's own Algorithm 1 choice
-and the regret the chosen (b, f) risks under that proxy, t * r_p(b) over the best
-candidate's t * r_p - 1 (the "% over the fastest" of a matrix cell, if the target
-scaled like p).
+Reported beside the choice, not used to make it: each proxy's own choice and the
+regret the chosen (b, f) risks under it (ProxyView; the "% over the fastest" of a
+matrix cell, if the target scaled like that proxy).
 
 Why the median: the proxies are equally plausible guesses of how the unseen target's
 N(b) scales, and the failure to guard against is ONE of them being unlike the target
-(tiny Shakespeare in text, the 8x8 digits in images: benchmarks/results/matrix). The
-median's breakdown point is 50% (Huber, Robust Statistics, 1981): with P >= 3
-proxies, however wrong one proxy's r(b) is, r_med(b) stays within the range of the
-other proxies' values at every b, so the choice is one the others could have
-produced. The mean moves without bound with one proxy, and minimax regret (Savage
-1951) is decided by the most extreme proxy (breakdown point 0). Both are kept here as
-controls (the mean and the minimax regret, benchmarks/matrix_cells.py), and the matrix measures all three: the
-same text cells, and in images the median has the smaller worst cell on the re-run
-and the smaller mean gap on both runs. With two proxies the median is the mean: two
-proxies that disagree cannot tell which one is the outlier (say so to the user).
+(benchmarks/results/matrix). The median's breakdown point is 50% (Huber, Robust
+Statistics, 1981): with P >= 3 proxies, however wrong one proxy's r(b) is, r_med(b)
+stays within the others' range at every b. The mean moves without bound with one
+proxy, and minimax regret (Savage 1951) follows the most extreme one (breakdown point
+0); both are controls in benchmarks/matrix_cells.py. With two proxies the median is
+the mean: two that disagree cannot tell which is the outlier (say so to the user).
 
-The seed spread of each r(b) is not used (the `spread` rule does that for one proxy).
+The seed spread of each r(b) is not used (docs/results/removed.md: the spread rule).
 Pure: no I/O, no numpy, no torch (tests/test_ensemble_select.py, brute force).
 """
 
@@ -93,7 +88,12 @@ def _checked(proxies: Proxies) -> Dict[str, Dict[int, float]]:
     return {str(n): _check_relative(r, f"efficiency of proxy {n}") for n, r in proxies.items()}
 
 
-def _common(rel: Dict[str, Dict[int, float]]) -> List[int]:
+def combined_relative(
+    proxies: Proxies, how: Callable[[List[float]], float] = statistics.median
+) -> Dict[int, float]:
+    """`how` (default the median) over the proxies of r_p(b), at the batch sizes every
+    proxy has (steps 1 and 2)."""
+    rel = _checked(proxies)
     common = sorted(set.intersection(*(set(r) for r in rel.values())))
     if not common:
         raise ArtifactError(
@@ -101,16 +101,7 @@ def _common(rel: Dict[str, Dict[int, float]]) -> List[int]:
             f"({'; '.join(f'{n}: {sorted(r)}' for n, r in rel.items())}); estimate the same "
             "batch sizes on every proxy"
         )
-    return common
-
-
-def combined_relative(
-    proxies: Proxies, how: Callable[[List[float]], float] = statistics.median
-) -> Dict[int, float]:
-    """`how` (default the median) over the proxies of r_p(b), at the batch sizes every
-    proxy has (steps 1 and 2)."""
-    rel = _checked(proxies)
-    return {b: float(how([r[b] for r in rel.values()])) for b in _common(rel)}
+    return {b: float(how([r[b] for r in rel.values()])) for b in common}
 
 
 def regret_table(

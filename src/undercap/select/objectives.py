@@ -13,12 +13,11 @@ clock can win, since dynamic power falls with V(f)^2 f while the static board po
 is paid for longer (the DVFS "race to idle" trade-off), so every feasible row is a
 candidate.
 
-An energy budget (a battery: `energy_budget_j`) needs absolute energy, so it needs
-N(b_max), the samples the largest batch takes to the target (`samples_bmax`, e.g. the
-estimate's mean; the proxy's, so the budget check is as good as the proxy's scale):
-energy_to_target(b, f) = P_mean * t * r(b) * N(b_max). Among the rows that fit the
-budget the fastest wins; when none fits, InfeasibleError names the least energy any
-feasible configuration needs.
+An energy budget (a battery: `energy_budget_j`) needs absolute energy, hence N(b_max): the
+samples the largest batch takes to the target (`samples_bmax`, e.g. the estimate's mean;
+the proxy's, so the check is as good as the proxy's scale): energy_to_target(b, f) =
+P_mean * t * r(b) * N(b_max). The fastest row within the budget wins; when none fits,
+InfeasibleError names the least energy any feasible configuration needs.
 """
 
 from typing import Iterable, Mapping, Optional, Tuple

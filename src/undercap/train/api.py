@@ -15,14 +15,9 @@
             cap.report(accuracy)          # done once the target is reached
     print(cap.result())
 
-The configuration comes from a selection (an artifact or its path: `undercap select
---json`, `run` or `compare` wrote it), or is chosen here from a power limit, a profile
-and r(b) (Algorithm 1), or is given as a batch size and a frequency (`capped()` says
-which). `cap.lr(base_lr)` scales a learning rate from the largest batch of the estimate
-by sqrt(b / b_max), as undercap's own training does (Sec. 4.2). Entering locks the
-frequency (restored on every exit path, Ctrl-C and SIGTERM included), samples power and
-runs the guard. A simulated device needs the model and its input shape (or a Workload)
-to run its clock; real devices measure the work itself.
+`cap.lr(base_lr)` scales a rate by sqrt(b / b_max), as undercap's own training does
+(Sec. 4.2); a simulated device needs the model and its input shape (or a Workload) to
+run its clock. See docs/guides/own-code.md.
 
 `Capped`, the handle, is what every loop trains with: undercap's own (train/runner.py)
 drives one exactly as a loop of yours does, and it is the one place a device session
@@ -72,10 +67,8 @@ class CappedWarning(UserWarning):
 
 class Capped:
     """The handle a loop trains with (module docstring): `step()` after every optimizer
-    step (it returns the batch size to train with from the next step when the cap made
-    it change), evaluation inside `paused()`, `report()` after it. `saved`/`samples`:
-    a checkpoint's session state and the samples trained before (undercap's own loop
-    resuming)."""
+    step, evaluation inside `paused()`, `report()` after it. `saved`/`samples`: a
+    checkpoint's session state and the samples trained before (a resumed run)."""
 
     def __init__(
         self,

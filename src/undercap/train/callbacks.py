@@ -1,13 +1,10 @@
 """What the trainer callbacks (lightning.py, hf.py) do, in terms of trainer events.
 
-A `CapDriver` holds one `undercap.capped(...)` handle (train/api.py) and drives it
-from a trainer's events instead of a hand-written loop: `begin` (lock the clock,
-start the power sampler and the guard), `step` (one optimizer step's samples: device
-time, energy, the guard), `pause`/`resume` (evaluation and checkpoints are not
-training), `evaluated` (the trainer's own metric against the target) and `end`
-(restore the device; idempotent, so a trainer's end hook, its exception hook and a
-`with` block may all call it). The TrainSpec (batch size, clock, cap) is made at
-construction, so the trainer can be built with `batch_size` and `lr(base_lr)`.
+A `CapDriver` drives one `undercap.capped(...)` handle (train/api.py) from a trainer's
+events instead of a hand-written loop: `begin`, `step`, `pause`/`resume`, `evaluated`
+(the trainer's own metric against the target) and `end` (idempotent, so a trainer's
+end hook, its exception hook and a `with` block may all call it). The TrainSpec is
+made at construction, so the trainer can be built with `batch_size` and `lr(base_lr)`.
 """
 
 from __future__ import annotations
@@ -45,9 +42,8 @@ class CapDriver:
         self.device, self.selection, self.metric = device, selection, metric
         kw = dict(capped_kwargs)
         reject_removed({k: kw.pop(k) for k in list(kw) if k in _REMOVED}, type(self).__name__)
-        # made now, so the trainer can be built with its batch size and lr(); the
-        # handle is made when training starts (attach), from these as they are.
-        # capped()'s keywords that say what the loop runs at are chosen()'s
+        # the spec now, for the trainer's batch size and lr(); the handle when training
+        # starts (attach). capped()'s keywords that say what the loop runs at: chosen()'s
         keywords = inspect.signature(chosen).parameters
         mine = {k: kw.pop(k) for k in list(kw) if k in keywords}
         self._chosen = dict(mine, target_accuracy=target_accuracy)
@@ -77,8 +73,7 @@ class CapDriver:
 
     def lr_factor(self) -> float:
         """sqrt(b / b_max): the paper's learning-rate scaling from the largest batch."""
-        b_max = self.spec.max_batch_size or self.batch_size
-        return lr_scale(self.batch_size, b_max)
+        return lr_scale(self.batch_size, self.spec.max_batch_size or self.batch_size)
 
     def lr(self, base_lr: float) -> float:
         return base_lr * self.lr_factor()
@@ -153,11 +148,9 @@ class CapDriver:
 
 
 def longest_input(dataset: Any, most: int = 1000) -> Any:
-    """Per-sample input shape from a training set when none was given: the longest
-    main input among its first `most` items (models/outputs.split_item). With dynamic
-    padding a batch is as long as its longest item, so this charges every step the
-    longest a batch can be (an upper bound on its work); None when the items cannot
-    say (an iterable dataset)."""
+    """Per-sample input shape from a training set when none was given: the longest main
+    input among its first `most` items (models/outputs.split_item): with dynamic padding
+    an upper bound on a step's work. None when the items cannot say (an iterable)."""
     from undercap.models.outputs import split_item
 
     try:

@@ -1,23 +1,15 @@
 """The power cap a run is held to, as one value from the flag to the guard: a fixed
-limit (`FixedCap`), a schedule (`PowerSchedule`, `--power-schedule`) or a live source
-(`LiveSource`, `--power-source`), behind one interface (`Cap`). The command line (or
-`RunConfig`, `capped()`) makes it once with `cap_from`; it crosses every stage as this
-value, and is read as a number only where a number is compared: Algorithm 1's
-feasibility test (select/core.py) and the power guard's check (session/guard.py).
+limit (`FixedCap`), a schedule (`PowerSchedule`, `--power-schedule`: CSV
+`time_s,power_limit_w`) or a live source (`LiveSource`, `--power-source`: a file another
+program rewrites), behind one interface (`Cap`; formats: docs/guides/changing-caps.md).
+`cap_from` makes it once; it is read as a number only where one is compared:
+Algorithm 1's feasibility test (select/core.py) and the guard (session/guard.py).
+Beyond the paper: its Sec. 6 names a constant cap as its limitation.
 
-A schedule is CSV `time_s,power_limit_w`: the limit of each row holds until the next
-row, times on the device's clock from the start of training; an empty or `none` limit
-means no cap, 0 W means no power; a last row `PERIOD,repeat` makes it repeat every
-PERIOD seconds (day after day). A live source is a file another program rewrites with
-the current limit (e.g. from a solar charge controller), read again every `poll_s`
-seconds. Beyond the paper: its Sec. 6 names a constant cap as its limitation.
-
-The schedule clock is the training time plus the time paused for lack of power
-(evaluation excluded). On a simulated device that is exactly its virtual clock; on
-real hardware it leaves out evaluation, so the clock survives a checkpoint and a
-resumed run continues the schedule where it stopped. A cap that changes may leave no
-configuration feasible for a while: the run pauses (session/follow.py), at most
-`max_wait_s` at a time.
+The schedule clock is the training time plus the time paused for lack of power,
+evaluation excluded, so it survives a checkpoint and a resumed run continues the
+schedule where it stopped. Where a changing cap leaves nothing feasible, the run
+pauses (session/follow.py), at most `max_wait_s` at a time.
 """
 
 import bisect
@@ -186,17 +178,13 @@ def _limit(text: Optional[str], path: Path, line: int) -> Optional[float]:
 
 
 class LiveSource:
-    """The limit in a file another program rewrites (one number in W, or `none`),
-    read at most every `poll_s` of schedule time. It must be readable when the run
-    starts (ArtifactError otherwise: a cap that cannot be read is never "no cap");
-    later, a missing, unreadable or half-written file keeps the last limit read, with a
-    warning line (in `notes`, for the result) each time the file goes bad."""
+    """The limit in a file another program rewrites (W, or `none`), read at most every
+    `poll_s` of schedule time. Unreadable at the start it is an ArtifactError (a cap
+    that cannot be read is never "no cap"); later, a bad file keeps the last limit
+    read, with a warning line (in `notes`, for the result) each time it goes bad."""
 
     def __init__(
-        self,
-        path: Union[str, Path],
-        poll_s: float,
-        max_wait_s: float = defaults.MAX_POWER_WAIT_S,
+        self, path: Union[str, Path], poll_s: float, max_wait_s: float = defaults.MAX_POWER_WAIT_S
     ) -> None:
         self.path, self.poll_s, self.max_wait_s = Path(path), float(poll_s), float(max_wait_s)
         self.source = str(path)
@@ -255,10 +243,9 @@ def cap_from(
     poll_s: float = defaults.POWER_SOURCE_POLL_S,
     max_wait_s: float = defaults.MAX_POWER_WAIT_S,
 ) -> Cap:
-    """The one cap of a run from its three ways of being given (at most one):
-    a fixed limit (None: no cap), a schedule (a CSV path, or a schedule or live
-    source already made: taken as it is) or a live source's file. A cap that changes
-    stops the run after pausing `max_wait_s` for power."""
+    """The one cap of a run from its three ways of being given (at most one): a fixed
+    limit (None: no cap), a schedule (a CSV path, or a cap already made) or a live
+    source's file; one that changes stops the run after pausing `max_wait_s` for power."""
     given = sum(bool(x) or isinstance(x, FixedCap) for x in (limit_w, schedule, source))
     if given > 1:
         raise UndercapError(

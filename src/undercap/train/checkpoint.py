@@ -1,16 +1,13 @@
 """Training checkpoints: saved atomically, loaded safely, refused when they do not match.
 
 A checkpoint holds everything a killed `undercap train` needs to continue as if it
-had not stopped: the training loop's state (model, optimizer, data order, RNG,
-progress; loop.Trainer.state_dict) plus the device-side accounting (training time on
-the device clock, energy, power peaks, the frequency the guard left, its events).
-Nothing is lost but the work since the last checkpoint.
+had not stopped: the loop's state (loop.Trainer.state_dict) plus the device-side
+accounting (time, energy, power peaks, the clock the guard left, its events).
 
 Writes go to a temp file in the same folder, fsync'd, then os.replace'd over the old
-checkpoint: a SIGKILL mid-write leaves the previous checkpoint intact (rename is
-atomic on POSIX). Loading refuses all but tensors and plain containers (torch.load's
-weights_only, or its equal on torch 1.10: models/torchload.py), so no pickled code is
-ever executed from it.
+checkpoint (atomic on POSIX: a SIGKILL mid-write leaves the previous one intact).
+Loading refuses all but tensors and plain containers (torch.load's weights_only, or
+its equal on torch 1.10: models/torchload.py), so no pickled code is ever executed.
 """
 
 import dataclasses
@@ -110,10 +107,9 @@ def checkpoint_to_resume(
 
 
 def cap_change_note(saved: Optional[Dict[str, Any]], cap_source: str) -> str:
-    """A line for the result when a run resumes under another cap than the one it was
-    checkpointed under ('' when it does not): the cap is a setting of the run, not part
-    of its identity. Checkpoints from before the cap was saved name a fixed one in their
-    config (a changing one as None: unknown, taken as the same)."""
+    """A line for the result when a run resumes under another cap than it was
+    checkpointed under ('' when not): the cap is a setting, not the run's identity.
+    Older checkpoints name a fixed cap in their config (a changing one: the same)."""
     if saved is None:
         return ""
     was = saved.get("cap")
@@ -128,10 +124,9 @@ def cap_change_note(saved: Optional[Dict[str, Any]], cap_source: str) -> str:
 
 
 def run_identity(spec: "TrainSpec", data: "Splits", device: str) -> Dict[str, Any]:
-    """Everything that makes a run this run: a checkpoint of another is refused. It is
-    made from the spec without building the model, so a run checks it before it changes
-    anything. The cap is not part of it: a run resumes under another cap (runner.py),
-    as a cap that changes during training already changes under it."""
+    """Everything that makes a run this run: a checkpoint of another is refused. Made
+    without building the model, so a run checks it before it changes anything. The cap
+    is not part of it: a run may resume under another (as a changing cap changes)."""
     from undercap.artifacts.io import file_sha256
     from undercap.models.user import code_digest
 
@@ -169,8 +164,7 @@ def _data_fingerprint(data: "Splits") -> str:
 def check_resumable(
     device_name: str, spec: "TrainSpec", data: "Splits", options: "RunOptions"
 ) -> None:
-    """Refuse now, before anything is written or the device touched, a run whose
-    checkpoint folder it cannot use (another run's checkpoint, --resume with none, a
-    checkpoint without --resume): what `train` would refuse after the set-up."""
+    """Refuse now, before anything is written or the device touched, what `train` would
+    refuse after its set-up: a checkpoint folder the run cannot use."""
     identity = run_identity(spec, data, device_name)
     checkpoint_to_resume(options.checkpoint_dir, options.resume, identity)

@@ -1,14 +1,11 @@
 """A log of every evaluation, in the formats people already read: CSV or JSON Lines
 (by the file's suffix), and TensorBoard scalars when tensorboard is installed.
 
-One row per evaluation: samples trained, device time (virtual on a simulated device),
-energy, the metric, the robust peak and mean power so far, the configuration (batch
-size, locked clock, cap) and the host's wall clock, then any extra numbers the first row has (e.g. loss: a CSV's
-columns are fixed by its first row). Rows are flushed as they are
-written, so a killed run keeps its log up to its last evaluation. A fresh run starts
-the file over; a resumed run keeps the rows up to its checkpoint (the killed run's
-later ones it trains again) and appends. Torch-free except for TensorBoard's writer
-(torch.utils.tensorboard).
+One row per evaluation (COLUMNS, then any extra numbers the first row has, e.g. loss:
+a CSV's columns are fixed by its first row), flushed as written, so a killed run keeps
+its log up to its last evaluation. A fresh run starts the file over; a resumed run
+keeps the rows up to its checkpoint (the later ones it trains again) and appends.
+Torch-free except for TensorBoard's writer. See docs/guides/lightning.md.
 """
 
 import csv

@@ -1,34 +1,15 @@
 """A Hugging Face `TrainerCallback` that trains under a power cap (`pip install
-'undercap[hf]'`): what `undercap.capped()` does, from the Trainer's own events.
+'undercap[hf]'`): what `undercap.capped()` does, from the Trainer's own events (a
+`with cb:` block restores the device even if `train()` raises; an example:
+docs/guides/hugging-face.md).
 
-    cb = UndercapTrainerCallback(device, "run-out/selection.json", model=model,
-                                 input_shape=(64,), metric="eval_accuracy",
-                                 target_accuracy=0.5)
-    args = TrainingArguments(..., per_device_train_batch_size=cb.batch_size)
-    trainer = Trainer(model=model, args=args, callbacks=[cb], ...)
-    with cb:                      # the device is restored even if train() raises
-        trainer.train()
-    print(cb.result())
-
-* when the Trainer is built (`on_init_end`): its `bf16`/`fp16` arguments say the
-  precision it trains in (a choice from a profile is made in it; a selection for
-  another precision is one warning line naming both); the selected batch size becomes
-  `per_device_train_batch_size` (divided by `gradient_accumulation_steps`; from
-  transformers 5 on the Trainer has fixed its batch size by then, so build the
-  arguments with `per_device_train_batch_size=cb.batch_size`: `on_train_begin`
-  checks the Trainer's real batch size and names the fix when it differs), and
-  `learning_rate`, read as the rate at the estimate's largest batch, is scaled by
-  sqrt(b / b_max) (paper Sec. 4.2);
-* `on_train_begin`: without `input_shape=`, take the longest input of the training
-  set (callbacks.longest_input); the model's task is inferred from the model (a HF task
-  head such as `...ForSequenceClassification`, models/taskprobe.py) unless `task=`
-  names it; lock the clock, sample power, start the guard;
-* `on_step_end`: one optimizer step of b samples, fewer for an epoch's last partial
-  batch (device time, energy, guard); when the Trainer is about to evaluate or save,
-  accounting pauses until the next step;
-* `on_evaluate`: the Trainer's own metric (`metric`, higher is better) against the
-  target; reached -> `should_training_stop`;
-* `on_train_end`, or leaving `with cb:`: restore the device.
+`on_init_end` takes the Trainer's precision from `bf16`/`fp16`, sets
+`per_device_train_batch_size` to the selected b (divided by
+`gradient_accumulation_steps`) and scales `learning_rate` by sqrt(b / b_max) (paper
+Sec. 4.2); `on_train_begin` checks the Trainer's real batch size (transformers 5 fixes
+it before `on_init_end`), counts the workload and locks the clock; every optimizer step
+is charged, evaluation and saving are paused, `on_evaluate` compares `metric` with the
+target.
 """
 
 from __future__ import annotations
@@ -42,9 +23,8 @@ _transformers = require("transformers", "hf", "the Hugging Face Trainer callback
 
 
 class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[misc]
-    """`transformers.TrainerCallback` under a power cap (module docstring). Takes
-    `undercap.capped`'s arguments plus `metric` (default "eval_accuracy") and
-    `scale_lr` (default True)."""
+    """`transformers.TrainerCallback` under a power cap (module docstring): takes
+    `undercap.capped`'s arguments plus `metric` and `scale_lr`."""
 
     def __init__(
         self,
@@ -97,9 +77,8 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
         self.driver.begin(kw.get("model"))
 
     def _check_loader(self, loader: Any, args: Any) -> None:
-        """The Trainer's real batch size must be the selected one: transformers 5
-        fixes it before `on_init_end`, so setting it there is too late; every step
-        would be charged b samples while the Trainer trains fewer."""
+        """The Trainer's real batch size must be the selected one (transformers 5 fixes
+        it before `on_init_end`), or every step is charged b samples for fewer."""
         real = _loader_batch_size(loader)
         want = self.driver.batch_size // int(args.gradient_accumulation_steps)
         if real is not None and real != want:

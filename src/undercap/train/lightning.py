@@ -1,28 +1,13 @@
 """A PyTorch Lightning `Callback` that trains under a power cap (`pip install
-'undercap[lightning]'`): what `undercap.capped()` does, from the Trainer's hooks.
+'undercap[lightning]'`): what `undercap.capped()` does, from the Trainer's hooks (an
+example: docs/guides/lightning.md).
 
-    cb = UndercapCallback(device, "run-out/selection.json", input_shape=(1, 28, 28),
-                          monitor="val_acc", target_accuracy=0.95)
-    loader = DataLoader(train_set, batch_size=cb.batch_size, drop_last=True)
-    trainer = L.Trainer(callbacks=[cb], max_epochs=10)
-    trainer.fit(module, loader, val_loader)
-    print(cb.result())
-
-* `setup`: counts the module's workload (a simulated device needs it; without
-  `input_shape=` that waits for `on_train_start`, which takes the longest input of
-  the training set; the task is inferred from the module, models/taskprobe.py,
-  unless `task=` names it) and sets a
-  `batch_size` attribute of the datamodule or module, where one exists, to the
-  selected batch size (as Lightning's own batch-size finder does); otherwise build the
-  loaders with `cb.batch_size`;
-* `on_train_start`: scales the optimizers' learning rates (and their schedulers' base
-  rates), read as the rates at the estimate's largest batch, by sqrt(b / b_max)
-  (paper Sec. 4.2; `scale_lr=False` leaves them), then locks the clock, samples power
-  and starts the guard;
-* `on_train_batch_end`: one step of that batch's samples (device time, energy, guard);
-* validation is paused; `on_validation_end` reports the logged `monitor` metric
-  (higher is better) and stops the Trainer once it reaches the target;
-* `on_fit_end`, `on_exception`: restore the device.
+`setup` counts the module's workload and sets a `batch_size` attribute of the
+datamodule or module to the selected b (as Lightning's own batch-size finder does;
+else build the loaders with `cb.batch_size`);
+`on_train_start` scales the optimizers' rates by sqrt(b / b_max) (paper Sec. 4.2) and
+locks the clock; every training batch is a step, validation is paused and
+`on_validation_end` compares `monitor` with the target.
 """
 
 from __future__ import annotations
@@ -50,9 +35,8 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().__init__()
-        # the loaders keep the batch size they were built with during fit(): a read-only
-        # device over its cap cannot step it down here, so the excess is recorded and
-        # warned about (as with a Trainer's fixed batch size in hf.py)
+        # the loaders keep their batch size during fit(): a read-only device over its cap
+        # cannot step it down here, so the excess is recorded and warned about (as in hf.py)
         kwargs.setdefault("switch_batch", False)
         self.driver = CapDriver(device, selection, metric=monitor, **kwargs)
         self.scale_lr = scale_lr

@@ -1,15 +1,12 @@
 """Training to a target accuracy on the device, under a power cap (`undercap train`).
 
-The loop (loop.Trainer) fine-tunes the pre-trained model with the chosen batch size
-and the learning rate scaled from the largest batch by sqrt(b / b_max), exactly as
-in the efficiency estimate (paper Sec. 4.2). It is driven like a loop of your own:
-through the handle `capped()` gives one (api.Capped, whose session holds the clock,
-the cap and the accounts), every step through its `step()`, whose new batch size (the
-cap changed it) the driver here applies to the loop. Evaluation, while the handle is
-paused, is reported beside training as device time (`eval_time_s`: a simulated
-device's model of the forward passes, the wall clock on hardware). Checkpoints
-(checkpoint.py) are written at step boundaries where no evaluation is pending, or
-right after one, so a resumed run repeats the killed one's steps exactly.
+The loop (loop.Trainer) fine-tunes the pre-trained model exactly as the efficiency
+estimate does (sqrt(b / b_max) learning-rate scaling, paper Sec. 4.2), driven like a
+loop of your own through a `capped()` handle (api.Capped), whose `step()` may return a
+new batch size that the driver here applies. Evaluation, while the handle is paused,
+is reported beside training (`eval_time_s`). Checkpoints (checkpoint.py) are written
+at step boundaries where no evaluation is pending, or right after one, so a resumed
+run repeats the killed one's steps exactly.
 """
 
 import dataclasses
@@ -55,10 +52,9 @@ def train(
     options: Optional[RunOptions] = None,
     reselector: Optional[Reselector] = None,
 ) -> TrainResult:
-    """Train `spec` on `data` on `device`, kept as `options` say: the loop driven
-    through a capped handle that locks the clock (or not, read-only), holds the cap and
-    accounts the device's time and energy. A cap that changes (`spec.cap`) needs the
-    `reselector` that picks (b, f) at every change."""
+    """Train `spec` on `data` on `device`, kept as `options` say, through a capped handle
+    that locks the clock (not where read-only), holds the cap and accounts the device's
+    time and energy. A cap that changes needs the `reselector` that picks (b, f)."""
     if changes(spec.cap) != (reselector is not None):
         raise UndercapError("a power schedule needs a reselector (a profile and r(b)), and back")
     options = options or RunOptions()
@@ -155,8 +151,7 @@ def _resumed_at(saved: Optional[Dict[str, Any]]) -> Optional[int]:
 
 
 class _Driver:
-    """undercap's own loop driving its capped handle (module docstring), and the
-    progress bar."""
+    """undercap's own loop driving its capped handle (module docstring), and the progress bar."""
 
     def __init__(
         self, handle: Capped, prep: "_Prepared", options: RunOptions, kept: Dict[str, Any]
@@ -176,8 +171,7 @@ class _Driver:
             trainer.plan.on_screen = self.on_screen
 
     def run(self) -> "LoopResult":
-        """The loop to its end, checkpointed at the end; a run stopped for power (over
-        its cap, session/guard.py, or out of patience waiting for one, session/follow.py)
+        """The loop to its end, checkpointed; a run stopped for power (guard.py, follow.py)
         is checkpointed first, and its message says how to go on."""
         ckpt_dir, trainer = self.options.checkpoint_dir, self.trainer
         try:
@@ -224,9 +218,8 @@ class _Driver:
         self._done_evaluating(trainer)
 
     def on_screen(self, items: int) -> None:
-        """A sequential look (loop/evalplan.py) that stopped after `items` held-out
-        items, ruling its grid point out: charged as evaluation, and the pause ends here
-        (no whole evaluation follows)."""
+        """A sequential look (loop/evalplan.py) that ruled its grid point out after
+        `items` held-out items: charged as evaluation; the pause ends here."""
         self._charge_eval(items, "<target")
         self._done_evaluating(self.trainer)
 
@@ -269,10 +262,9 @@ class _Driver:
 
 @dataclass
 class _Prepared:
-    """A training run ready to go: the spec, the model in its loop on the torch device,
-    its workload, and `identity`, what a checkpoint of it must match. The model, the
-    optimizer and the learning rate are set up exactly as the efficiency estimate does
-    (models.weights.initial_model, the registry's optimizer, the spec's plan)."""
+    """A training run ready to go: the model in its loop, its workload, and `identity`,
+    what a checkpoint of it must match; the model, optimizer and learning rate set up
+    exactly as the efficiency estimate does (initial_model, the spec's plan)."""
 
     spec: TrainSpec
     device: Device
@@ -362,19 +354,15 @@ class _Prepared:
             warnings=tuple(warnings + kept),
             resumed_from=_resumed_at(saved),
             schedule=spec.cap.source if changes(spec.cap) else None,
-            config=self._config(),
+            config={
+                **self.identity,
+                "init": self.init,
+                "torch_device": self.torch_device,
+                "deterministic": self.trainer.cfg.deterministic,
+            },
             provenance=provenance(seed=spec.seed, device=self.device.name),
             eval_time_s=acc["eval_time_s"],
             evaluation=self.trainer.evaluation(),
             precision=spec.precision,
             host_precision=self.trainer.cfg.precision,
         )
-
-    def _config(self) -> Dict[str, Any]:
-        """The result's `config`: the run's identity, its weights and torch device."""
-        return {
-            **self.identity,
-            "init": self.init,
-            "torch_device": self.torch_device,
-            "deterministic": self.trainer.cfg.deterministic,
-        }

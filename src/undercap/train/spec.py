@@ -1,13 +1,12 @@
 """How a run trains (`Plan`), what a device run trains at (`TrainSpec`: the plan and
 the choice) and how it is kept (`RunOptions`).
 
-The plan is made once: by `run` from its training set-up and choice (written into the
-selection as its `training` block), by `train` from its flags and the selection, by
-`capped()` for a loop of your own (with no model name: the model is the loop's). It
-crosses the stages whole: `Plan.from_selection` reads it back, a TrainSpec *is* it
-plus the device's choice, and the loop's settings are made from it (`loop_config`)
-exactly as the r(b) estimate's are, so N(b) measured on the proxy and the device run
-are one procedure (paper Sec. 4.2).
+The plan is made once (by `run`, written into the selection as its `training` block;
+by `train` from its flags and the selection; by `capped()`, with no model name) and
+crosses the stages whole: `Plan.from_selection` reads it back, a TrainSpec *is* it plus
+the device's choice, and the loop's settings are made from it (`loop_config`) exactly
+as the r(b) estimate's are, so N(b) on the proxy and the device run are one procedure
+(paper Sec. 4.2).
 """
 
 import dataclasses
@@ -36,11 +35,9 @@ _NOT_IN_BLOCK = ("batch_size",)
 
 @dataclass(frozen=True)
 class _Run:
-    """What every plan states: the model, the batch size and the target (model and
-    target None in a loop of your own: the loop holds its model and may have no
-    target; a device run needs both, `validate`). A base of its own so that
-    UserCode's fields (models/recipe.py), which all have defaults, can follow these:
-    Python 3.8 dataclasses have no keyword-only fields."""
+    """What every plan states (model and target None in a loop of your own). A base of
+    its own so that UserCode's fields (models/recipe.py), which all have defaults, can
+    follow these: Python 3.8 dataclasses have no keyword-only fields."""
 
     model: Optional[str]
     batch_size: int
@@ -89,7 +86,6 @@ class Plan(UserCode, _Run):
     weight_decay: Optional[float] = None  # None: the model's
     pretrained: Optional[PathLike] = None
     seed: int = 0
-    # deterministic torch (loop.deterministic_torch): resume exact on CUDA too, slower
     deterministic: bool = False
     data: Optional[Dict[str, Any]] = dataclasses.field(default=None, hash=False)
     precision: str = defaults.PRECISION
@@ -230,11 +226,7 @@ class TrainSpec(Plan):
 
     @classmethod
     def from_selection(  # type: ignore[override]
-        cls,
-        selection: Selection,
-        *,
-        cap: Optional[Cap] = None,
-        torch_device: str = "auto",
+        cls, selection: Selection, *, cap: Optional[Cap] = None, torch_device: str = "auto"
     ) -> "TrainSpec":
         """The run a selection describes: its plan (how the run it came from trained)
         and its choice (b, the clock to lock, the cap, the batch sizes a read-only
@@ -309,13 +301,9 @@ def chosen(
     precision: Optional[str] = None,
 ) -> "Tuple[TrainSpec, Optional[Reselector]]":
     """What `capped()` (and a trainer callback, before its trainer is built) runs at,
-    the model being the loop's (None), and what re-selects for a cap that changes: a
-    TrainSpec made already as it is; else a selection's (its limit where no cap is
-    given); else the objective's choice (Algorithm 1 for time) under the cap on a profile
-    and r(b) (or several `proxies`' median), in `precision` (None: the profile's,
-    select.core.profiles_in); else `batch_size` and `freq_mhz` as given. `precision` is
-    what the loop trains in; a selection made for another is trained as it is, with a
-    warning."""
+    with no model (the loop's), and what re-selects for a cap that changes: a TrainSpec
+    as it is, a selection's (its limit where no cap is given), the objective's choice in
+    `precision` (None: the profile's), or `batch_size` and `freq_mhz` as given."""
     from undercap.train.session.follow import reselector_from
 
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}

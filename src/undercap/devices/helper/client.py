@@ -100,10 +100,8 @@ class Relay:
             served = [str(d) for d in client.call("hello").get("devices", [])]
             if device not in served:
                 raise DeviceError(
-                    "undercap-helper at {} serves {}, not {}; ask the admin to add --device {} "
-                    "to it, or pass --read-only".format(
-                        path, ", ".join(served) or "nothing", device, device
-                    )
+                    f"undercap-helper at {path} serves {', '.join(served) or 'nothing'}, not "
+                    f"{device}; ask the admin to add --device {device} to it, or pass --read-only"
                 )
         except BaseException:
             client.close()
@@ -117,9 +115,8 @@ class Relay:
         self.client.call("acquire", device=self.device)
 
     def lock(self, freq_mhz: float) -> float:
-        return float(
-            self.client.call("lock", device=self.device, freq_mhz=float(freq_mhz))["freq_mhz"]
-        )
+        answer = self.client.call("lock", device=self.device, freq_mhz=float(freq_mhz))
+        return float(answer["freq_mhz"])
 
     def release(self) -> None:
         self.client.call("release", device=self.device)

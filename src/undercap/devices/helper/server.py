@@ -104,8 +104,8 @@ class Helper:
             saved = read_state(path)
             if saved.owner_running():
                 raise UndercapError(
-                    f"{name} is controlled by the running process {saved.pid} (its state file {path}); stop it "
-                    "first"
+                    f"{name} is controlled by the running process {saved.pid} (its state file "
+                    f"{path}); stop it first"
                 )
             device.apply_state(saved.state)  # type: ignore[attr-defined]
             remove_state(path)
@@ -124,13 +124,6 @@ class Helper:
             listener.bind(str(path))
         finally:
             os.umask(old)
-        self._give_to_group(path, mode)
-        listener.listen(16)
-        listener.setblocking(False)
-        self.listener = listener
-        self.selector.register(listener, selectors.EVENT_READ, None)
-
-    def _give_to_group(self, path: Path, mode: int) -> None:
         try:
             os.chown(str(path), -1, self.gid)
         except PermissionError:  # not root (a test, a trial run): the helper's own check holds
@@ -140,13 +133,16 @@ class Helper:
                 self.gid,
             )
         os.chmod(str(path), mode)
+        listener.listen(16)
+        listener.setblocking(False)
+        self.listener = listener
+        self.selector.register(listener, selectors.EVENT_READ, None)
 
     def serve_forever(self, ready: Optional[Callable[[], None]] = None) -> None:
-        """Until SIGTERM/SIGINT/SIGHUP; every device goes back before it returns.
-
-        The handler only records the signal and the wakeup fd wakes the selector: a
-        signal never interrupts a request midway (a lock half-written, a restore half
-        done), and no handler for a request's errors can swallow it."""
+        """Until SIGTERM/SIGINT/SIGHUP; every device goes back before it returns. The
+        handler only records the signal and the wakeup fd wakes the selector: a signal
+        never interrupts a request midway (a lock half-written, a restore half done),
+        and no handler for a request's errors can swallow it."""
         stopping = []  # type: List[int]
 
         def stop(signum: int, _frame: Any) -> None:
@@ -303,11 +299,8 @@ class Helper:
         if isinstance(freq, bool) or not isinstance(freq, (int, float)) or not math.isfinite(freq):
             return refusal(f"freq_mhz must be a number of MHz, got {freq!r}")
         if not any(abs(freq - f) <= SNAP_TOLERANCE_MHZ for f in table):
-            return refusal(
-                "{} has no {:g} MHz step; it lists {}".format(
-                    name, freq, ", ".join(f"{f:g}" for f in table)
-                )
-            )
+            steps = ", ".join(f"{f:g}" for f in table)
+            return refusal(f"{name} has no {freq:g} MHz step; it lists {steps}")
         actual = device.set_freq_mhz(float(freq))
         log.info("%s locked %s at %g MHz (reads %g)", client.peer, name, freq, actual)
         return {"ok": True, "freq_mhz": actual, "current_mhz": device.current_freq_mhz()}
@@ -321,11 +314,8 @@ class Helper:
     def _device(self, request: Dict[str, Any]) -> Any:
         name = request.get("device")
         if not isinstance(name, str) or name not in self.devices:
-            raise ProtocolError(
-                "device {!r} is not served here; the helper serves {}".format(
-                    name, ", ".join(sorted(self.devices))
-                )
-            )
+            served = ", ".join(sorted(self.devices))
+            raise ProtocolError(f"device {name!r} is not served here; the helper serves {served}")
         return name, self.devices[name]
 
     def _owned(self, client: _Client, name: str) -> None:

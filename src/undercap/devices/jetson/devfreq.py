@@ -1,20 +1,15 @@
 """How the GPU's devfreq `min_freq`/`max_freq` behave, by kernel generation, and what
-undercap saves so that restoring puts back what was there.
+undercap saves so that restoring puts back what was there (docs/guides/jetson-boards.md).
 
-* Linux 4.9 (L4T R32, JetPack 4): min_freq_store/max_freq_store keep the value
-  written and show it back; a min above the max (or a max below the min) is rejected
-  with EINVAL (drivers/devfreq/devfreq.c). What is read is what was written, so
-  saving the values read and writing them back restores exactly.
-* Linux 5.10 / 5.15 (L4T R35 / R36, JetPack 5 / 6), since devfreq moved to PM QoS
-  (Linux 5.5): a write to min_freq updates the user's minimum *request* (Hz rounded
-  down to kHz), a write to max_freq the user's maximum request (rounded up to kHz;
-  0 means "no limit"); min above max is accepted. A read shows the effective range:
-  the table's ends narrowed by every request (the user's, a thermal cooling
-  device's) and clamped so that min <= max (get_freq_range). Writing back what was
-  read would install requests nobody made: a minimum at the table's lowest step where
-  there was none, and a thermal cap present at save time as the user's cap after
-  the restore. nvpmodel sets its cap through the same max_freq file, so it is the
-  user's request too, and a lock replaces it.
+* Linux 4.9 (L4T R32, JetPack 4): the value written is stored and read back; min above
+  max is rejected with EINVAL (drivers/devfreq/devfreq.c). Saving the values read and
+  writing them back restores exactly.
+* Linux 5.10 / 5.15 (L4T R35 / R36), since devfreq moved to PM QoS (Linux 5.5): writes
+  are the user's min/max *requests* (Hz rounded down / up to kHz; max 0: no limit; min
+  above max accepted); a read shows the effective range, narrowed by every request (the
+  user's, a thermal cooling device's) and clamped to min <= max (get_freq_range).
+  Writing back what was read would install requests nobody made, and nvpmodel's cap is
+  a user request too, which a lock replaces.
 
 So on 5.x undercap saves *requests*: no minimum request where the effective minimum
 is the table's lowest step (restored by writing 0), and for the maximum the request

@@ -4,18 +4,14 @@ The sysfs root is a parameter (`--sysfs-root`, default `/`), so the backend runs
 copied or fake tree. A frequency is locked the way NVIDIA's jetson_clocks does it:
 min_freq = max_freq = f on the GPU's devfreq node, with rail-gating off so the GPU
 does not power down between kernels. The original min_freq, max_freq, governor and
-railgate_enable go to a state file (devices/state.py) before the first write, so
-`undercap restore` can put them back after a crash no handler catches.
+railgate_enable go to a state file (devices/state.py) before the first write.
 
-Write order matters on Linux 4.9 (L4T R32): devfreq's min_freq_store and
-max_freq_store reject min_freq > max_freq with EINVAL. Going up we raise max before
-min; going down we lower min before max. On 5.10/5.15 (L4T R35/R36) the files are
-PM QoS requests and reads give the effective range, so what is saved and restored
-are the requests (devfreq.py). The frequencies offered are the table steps the
-active nvpmodel mode allows (nvpmodel.py); on 5.x a lock replaces nvpmodel's own
-max_freq request, so that filter is what keeps a lock inside the mode.
-
-Read-only mode measures (frequency, power) and never writes anything.
+Write order matters on Linux 4.9 (L4T R32): devfreq rejects min_freq > max_freq with
+EINVAL, so going up max is raised before min, going down min is lowered before max. On
+5.10/5.15 (L4T R35/R36) the files are PM QoS requests (devfreq.py). The frequencies
+offered are the table steps the active nvpmodel mode allows (nvpmodel.py); on 5.x a
+lock replaces nvpmodel's own max_freq request, so that filter keeps a lock inside the
+mode. Read-only mode measures (frequency, power) and never writes anything.
 """
 
 import logging
@@ -142,19 +138,14 @@ class JetsonDevice(RestoresOnCrash, Device):
 
     def sensor_update_interval_s(self) -> float:
         """The board-power rail's INA3221 conversion time: the hwmon driver's
-        `update_interval` (ms; channels x samples x (bus + shunt conversion),
-        Documentation/hwmon/ina3221.rst) where it exists, else the chip's power-on
-        configuration (Device.sensor_update_interval_s)."""
-        rail = self.power.total or (self.power.rails[0] if self.power.rails else None)
-        node = None if rail is None else rail.voltage_path.parent / "update_interval"
-        if node is not None and node.is_file():
-            try:
-                ms = float(read_attr(node))
-            except (DeviceError, ValueError):
-                ms = 0.0
-            if ms > 0:
-                return ms / 1000.0
-        return super().sensor_update_interval_s()
+        `update_interval` (ms; Documentation/hwmon/ina3221.rst) where it exists, else
+        the chip's power-on configuration (Device.sensor_update_interval_s)."""
+        text = self.power.conversion()["update_interval"]
+        try:
+            ms = float(text) if text else 0.0
+        except ValueError:
+            ms = 0.0
+        return ms / 1000.0 if ms > 0 else super().sensor_update_interval_s()
 
     def set_freq_mhz(self, freq_mhz: float) -> float:
         if not (isinstance(freq_mhz, (int, float)) and math.isfinite(freq_mhz) and freq_mhz > 0):
@@ -168,7 +159,6 @@ class JetsonDevice(RestoresOnCrash, Device):
             self._set_railgate("0")
             self._write_range(target, target)
         actual = read_int(self.node.attr("cur_freq"))
-        # last_snap and a stderr line for a request off the table (Device.note_snap)
         self.note_snap(freq_mhz, mhz(target), mhz(actual))
         if actual != target:
             log.warning(

@@ -1,12 +1,9 @@
 """Find the GPU undercap can clock on a Jetson, including JetPack 6's late GPU.
 
-On L4T R36 (JetPack 6) nvgpu registers the GPU with devfreq only once the GPU has
-been powered up (gk20a_scale_init runs at the first power-on). A freshly booted
-board therefore has the GPU device (/sys/devices/platform/gpu.0, compatible
-nvidia,ga10b) but no /sys/class/devfreq node for it. NVIDIA's jetson_clocks (R36,
-do_igpu) handles it by writing 0 to the GPU's railgate_enable, looking again, and
-putting railgate_enable back; undercap does the same when it may write, and
-otherwise says in one line what is going on and what to run.
+On L4T R36 nvgpu registers the GPU with devfreq only once it has powered up
+(gk20a_scale_init runs at the first power-on). NVIDIA's jetson_clocks (R36, do_igpu)
+writes 0 to the GPU's railgate_enable, looks again and puts railgate_enable back;
+undercap does the same when it may write, and otherwise says in one line what to run.
 """
 
 import time
@@ -35,11 +32,9 @@ _POLL_S = 0.05
 
 def _not_ready_error(device: Path, read_only: bool) -> JetsonUnavailable:
     compat = "/".join(read_dt_strings(device / "of_node" / "compatible")) or "a Jetson GPU"
-    why = (
-        "read-only mode never writes railgate_enable"
-        if read_only
-        else f"{device / 'railgate_enable'} is writable by root only"
-    )
+    why = f"{device / 'railgate_enable'} is writable by root only"
+    if read_only:
+        why = "read-only mode never writes railgate_enable"
     return JetsonUnavailable(
         f"the GPU at {device} ({compat}) has not registered with devfreq yet (JetPack 6 "
         f"does so when the GPU first powers up) and {why}; run "
@@ -50,11 +45,7 @@ def _not_ready_error(device: Path, read_only: bool) -> JetsonUnavailable:
 
 
 def locate_gpu(
-    root: Path,
-    *,
-    read_only: bool,
-    writer: Writer,
-    sleep: Callable[[float], None] = time.sleep,
+    root: Path, *, read_only: bool, writer: Writer, sleep: Callable[[float], None] = time.sleep
 ) -> Tuple[DevfreqNode, Optional[str]]:
     """The GPU's devfreq node, and a note when undercap had to power the GPU up to
     make it appear. Raises JetsonUnavailable (Thor, or not ready and may not write)

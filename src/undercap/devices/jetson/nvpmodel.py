@@ -1,22 +1,16 @@
-"""nvpmodel: the active power mode, and the GPU frequencies it allows.
+"""nvpmodel: the active power mode, and the GPU frequencies it allows
+(docs/guides/jetson-boards.md, "The power mode's frequencies").
 
-Where the facts come from:
-* `nvpmodel -q` prints "NV Power Mode: <name>" and the mode id on a later line (newer
-  releases print "NV Fan Mode: ..." or an "NVPM WARN" line first; jetson_stats'
-  tests/nvpmodel emulator); /var/lib/nvpmodel/status holds "pmode:<id>".
-* /etc/nvpmodel.conf (a link to /etc/nvpmodel/nvpmodel_<board>.conf) has one
-  "< POWER_MODEL ID=<id> NAME=<name> >" block per mode. Since L4T R32 the GPU lines
-  read "GPU MAX_FREQ <Hz>" / "GPU MIN_FREQ <Hz>" (-1, 0 or 2147483647: no limit;
-  NVIDIA's nvpmodel_t210_jetson-nano.conf, the t194 and t234 confs in jetson_stats'
-  tests/nvpmodel). L4T R28's TX2 conf writes sysfs paths instead:
-  "/sys/devices/17000000.gp10b/devfreq/17000000.gp10b/max_freq 1120000000".
-* The configured numbers need not be table steps: TX2 MAXP_CORE_ARM configures
-  1120000000 but `jetson_clocks --show` reports MaxFreq=1134750000 (jetson_stats'
-  tests/jetson_clocks); AGX Xavier's 520, 670 and 900 MHz and its 318.75 MHz floor
-  (MODE_10W/15W/30W*) are configured the same way. So the ceiling a mode allows is
-  taken from what the kernel applied (`max_freq` after nvpmodel) when that reading
-  sits next to the configured number, else the configured number is rounded onto the
-  table: the nearest step, which gives the TX2's observed 1134.75 MHz.
+* The mode: `nvpmodel -q` ("NV Power Mode: <name>", the id on a later line; jetson_stats'
+  tests/nvpmodel emulator), else /var/lib/nvpmodel/status ("pmode:<id>").
+* Its limits: /etc/nvpmodel.conf, one "< POWER_MODEL ID=<id> NAME=<name> >" block per
+  mode with "GPU MAX_FREQ <Hz>" / "GPU MIN_FREQ <Hz>" lines since L4T R32 (-1, 0 or
+  2147483647: no limit; NVIDIA's nvpmodel_t210_jetson-nano.conf, the t194 and t234 confs
+  in jetson_stats' tests/nvpmodel); L4T R28's TX2 conf writes sysfs paths instead.
+* Configured numbers need not be table steps (TX2 MAXP_CORE_ARM: 1120000000 configured,
+  MaxFreq=1134750000 in jetson_stats' tests/jetson_clocks), so the ceiling is what the
+  kernel applied (`max_freq`) when that sits next to the configured number, else the
+  configured number rounded to the nearest step.
 """
 
 import re
@@ -59,10 +53,6 @@ class ModeRange:
     def allowed(self, table: Sequence[int]) -> Tuple[int, ...]:
         steps = tuple(f for f in table if self.floor_hz <= f <= self.ceiling_hz)
         return steps or (min(table, key=lambda f: abs(f - self.ceiling_hz)),)
-
-
-def _limit(hz: int) -> Optional[int]:
-    return hz if 0 < hz < NO_LIMIT_HZ else None
 
 
 def parse_nvpmodel_query(text: str) -> Optional[Tuple[str, int]]:
@@ -118,7 +108,8 @@ def parse_nvpmodel_conf(text: str) -> Dict[int, Dict[str, object]]:
             continue
         limit = _gpu_limit(line.split())
         if current is not None and limit is not None:
-            modes[current][limit[0]] = _limit(limit[1])
+            key, hz = limit
+            modes[current][key] = hz if 0 < hz < NO_LIMIT_HZ else None
     return modes
 
 
@@ -134,8 +125,7 @@ def default_nvpmodel_runner(root: Path) -> Optional[Runner]:
         return None
 
     def run(args: List[str]) -> str:
-        out = run_captured([binary, *args], timeout=10, check=False)
-        return out.stdout
+        return run_captured([binary, *args], timeout=10, check=False).stdout
 
     return run
 
@@ -209,9 +199,7 @@ def mode_range(
     if cap is None or cap >= table[-1]:
         source = "no cap in this mode" if nvp and nvp.conf_path else "no cap known"
         return ModeRange(floor, table[-1], source)
-    if applied_max_hz is not None and (
-        applied_max_hz == cap or applied_max_hz in _neighbours(table, cap)
-    ):
+    if applied_max_hz in _neighbours(table, cap) | {cap}:
         ceiling = max([f for f in table if f <= applied_max_hz] or [table[0]])
         return ModeRange(min(floor, ceiling), ceiling, "kernel max_freq after nvpmodel")
     ceiling = nearest_step(table, cap)

@@ -1,25 +1,20 @@
-"""Jetson board power from the INA3221 monitors, in both driver layouts.
+"""Jetson board power from the INA3221 monitors, in both driver layouts (the paths per
+board and release: docs/guides/jetson-boards.md).
 
-* iio driver `ina3221x` (L4T R32 and older, kernel 4.9: Nano, TX1, TX2, TX2 NX, and
-  Xavier on R32): /sys/bus/i2c/drivers/ina3221x/<bus-addr>/iio:device<k>/rail_name_<n>
-  names channel n; in_power<n>_input (mW), in_voltage<n>_input (mV),
-  in_current<n>_input (mA). Releases before JetPack 4.2 (L4T R28, R31) name the
-  folder `iio_device` (scripts of that time read .../1-0040/iio_device/in_power0_input).
-* hwmon driver `ina3221` (L4T R34+, kernel 5.10/5.15: Orin, and Xavier / Xavier NX on
-  R35): /sys/bus/i2c/drivers/ina3221/<bus-addr>/hwmon/hwmon<k>/in<n>_label names
-  channel n (1..3); in<n>_input is the bus voltage (mV), curr<n>_input the current
-  (mA); power = V x I (Documentation/hwmon/ina3221.rst). in7 is the sum of shunt
-  voltages, not a rail. `samples` and `update_interval` (ms) describe the conversion.
+* iio driver `ina3221x` (L4T R32 and older, kernel 4.9): .../ina3221x/<bus-addr>/
+  iio:device<k>/ (`iio_device` before JetPack 4.2): rail_name_<n>, in_power<n>_input
+  (mW), in_voltage<n>_input (mV), in_current<n>_input (mA).
+* hwmon driver `ina3221` (L4T R34+, kernel 5.10/5.15): .../ina3221/<bus-addr>/hwmon/
+  hwmon<k>/: in<n>_label (n = 1..3), in<n>_input (mV), curr<n>_input (mA), power = V x I
+  (Documentation/hwmon/ina3221.rst); in7 is the sum of shunt voltages, not a rail.
 
-Rails are selected by label, never by position or hwmon number (hwmon numbers change
-from boot to boot). Labels "NC" mark unconnected channels (AGX Orin) and are skipped.
-Total board power is the module input rail (`POM_5V_IN` on Nano, `VDD_IN` elsewhere,
-as jetson-stats uses), else the sum of all rails (AGX Xavier, AGX Orin). A dedicated
-GPU rail (Nano `POM_5V_GPU`, TX2 `VDD_SYS_GPU`, AGX Xavier `GPU`) is reported as the
-GPU rail; a rail shared by the GPU and other engines (`VDD_CPU_GPU` on TX2 NX,
-`VDD_CPU_GPU_CV` on Xavier NX and Orin NX/Nano, `VDD_GPU_SOC` on AGX Orin) as combined.
-Labels per board: energymon's JetsonPowerRails.md (from the L4T 32.6.1 device trees)
-and the upstream device trees of p2888, p3668, p3701, p3767, p3636.
+Rails are selected by label, never by position or hwmon number (those change from boot
+to boot); "NC" labels mark unconnected channels. Board power is the module input rail
+(`POM_5V_IN` on Nano, `VDD_IN` elsewhere, as jetson-stats uses), else the sum of all
+rails (AGX Xavier, AGX Orin). A rail shared by the GPU and other engines (`VDD_CPU_GPU`,
+`VDD_CPU_GPU_CV`, `VDD_GPU_SOC`) is reported as combined. Labels per board: energymon's
+JetsonPowerRails.md (from the L4T 32.6.1 device trees) and the upstream device trees of
+p2888, p3668, p3701, p3767, p3636.
 """
 
 import re
@@ -84,15 +79,8 @@ def _iio_rails(root: Path) -> List[Rail]:
             continue
         d = name_file.parent
         power = d / f"in_power{n}_input"
-        rails.append(
-            Rail(
-                label=label,
-                layout="iio",
-                voltage_path=d / f"in_voltage{n}_input",
-                current_path=d / f"in_current{n}_input",
-                power_path=power if power.is_file() else None,
-            )
-        )
+        voltage, current = d / f"in_voltage{n}_input", d / f"in_current{n}_input"
+        rails.append(Rail(label, "iio", voltage, current, power if power.is_file() else None))
     return rails
 
 
@@ -106,14 +94,7 @@ def _hwmon_rails(root: Path) -> List[Rail]:
         enable = d / f"in{n}_enable"
         if _skip(label) or (enable.is_file() and read_attr(enable) == "0"):
             continue
-        rails.append(
-            Rail(
-                label=label,
-                layout="hwmon",
-                voltage_path=d / f"in{n}_input",
-                current_path=d / f"curr{n}_input",
-            )
-        )
+        rails.append(Rail(label, "hwmon", d / f"in{n}_input", d / f"curr{n}_input"))
     return rails
 
 
@@ -161,17 +142,13 @@ class PowerRails:
         }
 
     def describe(self) -> Dict[str, object]:
+        total = self.total.label if self.total else ("sum of rails" if self.rails else None)
+        combined = self.gpu_combined
         return {
             "conversion": self.conversion(),
             "rails": {r.label: r.kind for r in self.rails},
             "layout": sorted({r.layout for r in self.rails}),
-            "total_rail": self.total.label
-            if self.total
-            else ("sum of rails" if self.rails else None),
+            "total_rail": total,
             "gpu_rail": self.gpu.label if self.gpu else None,
-            "gpu_combined_rail": (
-                f"{self.gpu_combined.label} ({self.gpu_combined.kind[9:]})"
-                if self.gpu_combined
-                else None
-            ),
+            "gpu_combined_rail": f"{combined.label} ({combined.kind[9:]})" if combined else None,
         }

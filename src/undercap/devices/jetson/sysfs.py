@@ -2,19 +2,14 @@
 has one), read/write attributes with one-line errors, read board facts. No torch, no
 vendor library.
 
-Layouts, from NVIDIA's jetson_clocks (L4T R32, R32.5, R36), nvpmodel confs and the
-nvgpu driver (os/linux/sysfs.c, scale.c):
-* GPU devfreq node, reached through /sys/class/devfreq/<name> (a symlink into
-  /sys/devices): Nano/TX1 `57000000.gpu`, TX2 `17000000.gp10b`, Xavier
-  `17000000.gv11b`, Orin `17000000.ga10b` (L4T R35) or `17000000.gpu` (R36). Files:
-  available_frequencies (Hz), cur_freq, min_freq, max_freq, governor,
-  available_governors, target_freq. `device` links to the GPU platform device, which
-  holds railgate_enable; nvgpu also links it as `gpu.0` beside the device (and, on
-  kernels after 4.14, in /sys/devices too) and links `devfreq_dev` to the node.
-* JetPack 6 (R36) registers the GPU with devfreq only once the GPU has powered up:
-  jetson_clocks finds the GPU at /sys/devices/platform/gpu.0 by its
-  of_node/compatible (nvidia,gv11b / gp10b / ga10b), writes 0 to railgate_enable and
-  looks again. `find_gpu_device` finds the GPU in that state.
+Layouts (per board: docs/guides/jetson-boards.md), from NVIDIA's jetson_clocks (L4T
+R32, R32.5, R36), nvpmodel confs and the nvgpu driver (os/linux/sysfs.c, scale.c):
+* GPU devfreq node /sys/class/devfreq/<name> (a symlink into /sys/devices), e.g.
+  `57000000.gpu` (Nano), `17000000.ga10b` (Orin, R35); its `device` links to the GPU
+  platform device, which holds railgate_enable (nvgpu also links it as `gpu.0`).
+* JetPack 6 (R36) registers the GPU with devfreq only once it has powered up:
+  jetson_clocks finds it by of_node/compatible (nvidia,gv11b / gp10b / ga10b), as
+  `find_gpu_device` does.
 * Thor (JetPack 7) has GPC devfreq domains `gpu-gpc-0` (jetson_stats
   jtop/core/hw_detect.py) and no INA3221 rails: not supported here.
 """
@@ -216,8 +211,7 @@ def mem_total_bytes(root: Path) -> int:
     path = root / "proc" / "meminfo"
     for line in read_attr(path).splitlines():
         if line.startswith("MemTotal:"):
-            parts = line.split()
-            return int(parts[1]) * 1024  # reported in kB
+            return int(line.split()[1]) * 1024  # reported in kB
     raise DeviceError(f"{path} has no MemTotal line")
 
 

@@ -1,26 +1,18 @@
 """A simulated Jetson: analytic DVFS, roofline timing and board power on a virtual clock.
 
-SIMULATED HARDWARE. It stands in for devices we do not have; every DeviceInfo it
-returns says so (`is_simulated`, backend "simulated", details["simulated"]).
-Training on it is real (torch runs on the host); the device's clock, power and
-energy come from the physical model in `model.py`, whose constants live in
-`specs/<name>.toml` with the source or reasoning of each one.
+SIMULATED HARDWARE, standing in for devices we do not have; every DeviceInfo it returns
+says so (`is_simulated`, backend "simulated", details["simulated"]). Training on it is
+real (torch runs on the host); the device's clock, power and energy come from the
+physical model in `model.py`, whose constants live in `specs/<name>.toml` with the
+source or reasoning of each one (docs/concepts/simulated.md).
 
-Time: `account_step(workload, b)` advances a virtual clock by the modelled step time
-t(b, f) * b and records the span, so power can be read at any virtual time.
-Consecutive identical steps share one span (start, step time, count), so a long
-training run keeps a handful of spans, not one per step.
-
-Power: `power_w()` / `power_at_w(t)` are noisy readings of the board input rail
-(POM_5V_IN on a Nano, VDD_IN on TX2 NX / Orin Nano); `power_readings_w(times)` is
-the vectorised form the power sampler uses. Like the real boards' INA3221 monitors,
-there is no energy counter: `energy_j()` is None and energy is integrated from
-readings.
-
-Clocks: the GPU runs at the devfreq governor's choice (the maximum under sustained
-training load) until `set_freq_mhz` locks it to a table step (the nearest one, as
-writing min_freq/max_freq does); `save_state`/`restore_state` record and restore the
-lock, so `controlled()` puts the device back as it found it.
+Time: `account_step(workload, b)` advances a virtual clock by the modelled t(b, f) * b
+and records the span; consecutive identical steps share one span (start, step time,
+count), so a long run keeps a handful of spans. Power: noisy readings of the board input
+rail at any virtual time (`power_w`, `power_at_w`, the vectorised `power_readings_w`);
+like the real boards' INA3221 monitors there is no energy counter. Clocks: the devfreq
+governor's choice (the top step under sustained training load) until `set_freq_mhz`
+locks a table step (the nearest, as writing min_freq/max_freq does).
 """
 
 import math
@@ -80,7 +72,6 @@ class SimulatedDevice(Device):
         self._locked_mhz: Optional[float] = None
         self._now_s = 0.0
         self._spans: List[_Span] = []
-        self._starts: List[float] = []
         self._arrays: Optional[Tuple[np.ndarray, ...]] = None  # cache for vector reads
         self._steps: Dict[Tuple[Any, ...], StepModel] = {}  # account_step's step models
 
@@ -155,7 +146,9 @@ class SimulatedDevice(Device):
             raise DeviceOutOfMemoryError(self._oom_message(workload, m))
 
     def _oom_message(self, workload: Workload, m: StepModel) -> str:
-        fits = self._largest_fitting_power_of_two(workload)
+        fits, b = None, 1  # the largest power of two that fits
+        while b <= 1 << 20 and self.model_step(workload, b, self.spec.fmax_mhz).fits:
+            fits, b = b, b * 2
         hint = f"at most {fits} fits" if fits else "not even batch size 1 fits"
         return (
             f"{self.name}: batch size {m.batch_size} of {workload.model} needs "
@@ -163,12 +156,6 @@ class SimulatedDevice(Device):
             f"{self.spec.memory_usable_bytes / 1e9:.2f} GB of device memory is usable; "
             f"use a smaller batch size ({hint})"
         )
-
-    def _largest_fitting_power_of_two(self, workload: Workload) -> Optional[int]:
-        best, b = None, 1
-        while b <= 1 << 20 and self.model_step(workload, b, self.spec.fmax_mhz).fits:
-            best, b = b, b * 2
-        return best
 
     # --- virtual time -----------------------------------------------------------------
     def now_s(self) -> float:
@@ -188,9 +175,7 @@ class SimulatedDevice(Device):
             last.count += 1
         else:
             ripple = ripple_amplitude_w(self.spec, m)
-            span = _Span(self._now_s, m.step_time_s, 1, m.power_w, ripple, key)
-            self._spans.append(span)
-            self._starts.append(span.start_s)
+            self._spans.append(_Span(self._now_s, m.step_time_s, 1, m.power_w, ripple, key))
         self._now_s = self._spans[-1].end_s
         self._arrays = None
 

@@ -1,41 +1,31 @@
 """The physics behind the simulated Jetson devices: spec files, step time and power.
 
-Everything here is a pure function of a device spec (devices/simulated/specs/*.toml, one per
-device, every constant there carries its source or reasoning) and a Workload (real
-FLOP and byte counts of the model). No torch.
+Everything here is a pure function of a device spec (devices/simulated/specs/*.toml, one
+per device, every constant there carries its source or reasoning) and a Workload (real
+FLOP and byte counts of the model). No torch. The model in prose, each board's constants
+and how far they are from measured boards: docs/concepts/simulated.md.
 
 Time of one training step at batch size b and GPU clock f (a roofline with fixed
 per-step costs, Williams et al., CACM 2009 "Roofline"):
 
-    peak_flops(f)   = cores * k_p * f                    (k_p FLOPs per core per cycle:
-                                                          2 for FP32, one FMA; a 16-bit
-                                                          precision's from the spec)
-    occupancy(b)    = b*p / (b*p + cores*h)              (p: parallel elements per kernel
-                                                          and sample; h: half-saturation
-                                                          elements per core)
+    peak_flops(f)   = cores * k_p * f        (k_p FLOPs per core per cycle: 2 for FP32,
+                                              one FMA; a 16-bit precision's from the spec)
+    occupancy(b)    = b*p / (b*p + cores*h)  (p: parallel elements per kernel and sample;
+                                              h: half-saturation elements per core)
     t_compute       = b*flops_per_sample / (peak_flops(f) * compute_efficiency * occupancy(b))
     t_traffic       = (b*traffic_per_sample + 3*param_bytes) / (bandwidth * efficiency)
     t_optimizer     = optimizer_bytes_per_step / (bandwidth * efficiency)
     t_kernels       = max(t_compute, t_traffic) + t_optimizer
     t_step          = t_kernels + kernels_per_step * launch_s + host_overhead_s
 
-Mixed precision (fp16, bf16) takes the spec's rate and efficiency for it (FP16x2 CUDA
-cores, Tensor Cores) and a workload counted under autocast (16-bit activations, cast
-kernels); a precision the spec lacks is one the board cannot run. Power is the same
-formula: while computing, the GPU draws what FP32 draws at that clock, for less time.
-
-Weights are read in forward and backward and gradients written once per step (3 x
-param bytes), and Adam's update is a separate memory-bound pass, so both cost the
-same per step whatever b is and amortise as 1/b per sample. Occupancy grows with b
-and saturates (a Michaelis-Menten form, the shape of throughput against parallelism
-under a fixed latency, Little's law); a model with more parallel work per sample
-saturates at a smaller batch, a wider GPU (more cores) needs a larger one.
-
-An evaluation pass (forward only, no gradients, no optimizer) of n items in batches
-of B is charged as ceil(n / B) forward steps: a third of a training step's FLOPs and
-activation traffic (the backward pass costs about twice the forward: Kaplan et al.
-2020, "Scaling laws", Sec. 2.1), weights read once, no Adam pass, a third of the
-kernel launches, the same host overhead per step (eval_pass_s).
+Weights are read in forward and backward and gradients written once per step (3 x param
+bytes), and Adam's update is a separate memory-bound pass: both cost the same per step
+whatever b is. Occupancy saturates in b (a Michaelis-Menten form, the shape of throughput
+against parallelism under a fixed latency, Little's law). Mixed precision (fp16, bf16)
+takes the spec's rate and efficiency for it, a workload counted under autocast, and the
+power FP32 draws at that clock. An evaluation pass is forward-only steps: a third of a
+training step's FLOPs, activation traffic and kernel launches (the backward pass costs
+about twice the forward: Kaplan et al. 2020, "Scaling laws", Sec. 2.1), eval_pass_s.
 
 Board input power while stepping (what POM_5V_IN / VDD_IN reads):
 
@@ -48,16 +38,11 @@ Board input power while stepping (what POM_5V_IN / VDD_IN reads):
                  SM datapath, active in proportion to occupied SMs * busy time)
     dram      = dram_active_w * t_kernels / t_step + e_byte * bytes_per_step / t_step
 
-C_eff * V^2 * f * occupancy * t_compute is independent of occupancy: energy per FLOP
-is fixed by V and idle SMs are clock-gated, so a fuller GPU draws more power for a
-shorter time. Larger b therefore raises power at a given f (higher occupancy, fixed
-costs amortised), which is why a small batch can run at a higher clock under the same
-power limit (paper Fig. 1).
-
-Readings add what a real INA3221 shows: a periodic ripple over each step (forward,
-backward and optimizer phases draw different power; amplitude ripple_frac of the
-above-idle power, attenuated by the sensor's own averaging window) and Gaussian
-noise. Noise is a deterministic hash of (seed, time), so readings are reproducible.
+C_eff * V^2 * f * occupancy * t_compute is independent of occupancy (energy per FLOP is
+fixed by V, idle SMs are clock-gated): a fuller GPU draws more power for a shorter time,
+so larger b raises power at a given f, and a small batch can run at a higher clock under
+the same power limit (paper Fig. 1). Readings add what a real INA3221 shows: a per-step
+ripple (ripple_amplitude_w) and Gaussian noise, a deterministic hash of (seed, time).
 """
 
 import math
@@ -352,11 +337,9 @@ def eval_pass_s(
 
 # --- sensor readings ---------------------------------------------------------------
 def ripple_amplitude_w(spec: SimSpec, model: StepModel) -> float:
-    """Amplitude of the per-step power ripple as the sensor sees it.
-
-    A sine of period T averaged over the sensor window w keeps |sinc(pi w / T)| of
-    its amplitude, so ripple from very short steps is smoothed away by the sensor.
-    """
+    """Amplitude of the per-step power ripple (ripple_frac of the above-idle power) as
+    the sensor sees it: a sine of period T averaged over the sensor window w keeps
+    |sinc(pi w / T)| of its amplitude, so ripple from very short steps is smoothed away."""
     above_idle = max(0.0, model.power_w - spec.idle_board_w)
     x = math.pi * spec.sensor_window_s / model.step_time_s
     attenuation = 1.0 if x == 0 else abs(math.sin(x) / x)

@@ -6,14 +6,10 @@ from the largest batch by sqrt(b / b_max) (paper Section 4.2, following Krizhevs
 training samples, and stop at the target accuracy or the sample budget.
 
 The loop is resumable: `state_dict()` captures model, optimizer, data order, RNG and
-progress, so device training can checkpoint and a killed run continues exactly: bit
-for bit on the CPU, and on CUDA with `LoopConfig.deterministic` (cuDNN and cuBLAS pick
-algorithms whose float sums can differ from run to run otherwise; see
-`deterministic_torch`). Hooks let the caller charge each step to a device (virtual
-clock, power guard).
-
-A test hook (`KILL_AFTER_SAMPLES_ENV`) kills the process at a chosen step, so kill
-and resume tests do not depend on how fast the machine is.
+progress, so a killed run continues exactly: bit for bit on the CPU, and on CUDA with
+`LoopConfig.deterministic` (`deterministic_torch`; docs/concepts/safety.md). Hooks let
+the caller charge each step to a device; a test hook (`KILL_AFTER_SAMPLES_ENV`) kills
+the process at a chosen step, whatever the machine's speed.
 """
 
 import dataclasses
@@ -57,19 +53,14 @@ class LoopConfig:
     loss: Optional[str] = None  # import path of a user loss; None: cross-entropy
     metric: Optional[str] = None  # import path of a user metric; None: top-1 accuracy
     recipe: Recipe = Recipe()  # the user's optimizer, LR schedule, step (models/recipe.py)
-    # Deterministic torch while training (deterministic_torch): a resumed run then
-    # equals the uninterrupted one on CUDA too, at the cost of slower kernels
-    deterministic: bool = False
-    # Evaluation on a CPU, each faster there with the same verdicts (sparse estimates
-    # use all three; dense ones keep the float sums they cached): batches of 128, not
-    # 512 (~1.8x: cache-sized activations), images in channels-last layout (~1.6x),
-    # batch norm folded into the layer before it (~1.15x on large splits, train/loop/fold.py)
+    deterministic: bool = False  # deterministic_torch: a resume exact on CUDA too, slower
+    # Evaluation on a CPU, faster with the same verdicts (benchmarks/eval_speed.py; sparse
+    # estimates use all three, dense ones keep their cached float sums): batches of 128
+    # (cache-sized activations), channels-last images, batch norm folded (fold.py)
     eval_batch_size: int = 512
     eval_channels_last: bool = False
     eval_fold_bn: bool = False
-    # The arithmetic the host trains and evaluates in (train/loop/precision.py): fp32, or
-    # autocast to fp16 (with a GradScaler) or bf16
-    precision: str = "fp32"
+    precision: str = "fp32"  # or autocast to fp16 (with a GradScaler) or bf16: precision.py
 
 
 @dataclass(frozen=True)
@@ -151,9 +142,9 @@ class Trainer:
         self._fold = FoldCache() if self.cfg.eval_fold_bn else None
 
     def set_batch_size(self, batch_size: int, lr: float) -> None:
-        """Continue with another batch size and learning rate, keeping the model, the
-        optimizer's state (Adam's moments) and the data order (a power cap changed).
-        A user's optimizer keeps its own rates, re-scaled by the same sqrt rule."""
+        """Continue at another batch size and rate (a power cap changed), keeping the
+        model, the optimizer's state and the data order; a user's optimizer keeps its own
+        rates, re-scaled by the same sqrt rule."""
         old_lr = self.cfg.lr
         self.cfg = dataclasses.replace(self.cfg, batch_size=int(batch_size), lr=float(lr))
         if self.cfg.recipe.optimizer is not None:
@@ -170,9 +161,8 @@ class Trainer:
         return order_on(torch.randperm(self.data.n_train, generator=self._gen), self.data)
 
     def _next_indices(self) -> torch.Tensor:
-        """The next batch of a seeded reshuffle-every-epoch order. Always a full
-        batch: an epoch's tail is topped up from the next permutation, so every
-        step trains on exactly `batch_size` samples."""
+        """The next batch of a seeded reshuffle-every-epoch order, always a full one (an
+        epoch's tail is topped up from the next permutation)."""
         b = self.cfg.batch_size
         if self._pos + b <= self.data.n_train:  # the common case: one slice, no copy
             self._pos += b
@@ -218,12 +208,11 @@ class Trainer:
     def _score(self, stop: Optional[Stop] = None) -> Scored:
         """The held-out items scored until `stop`, charged to eval_wall_s."""
         model = self.model if self._fold is None else self._fold.model_at(self.model, self.steps)
-        x, y = self._x_eval, self._y_eval
         with self._clock.span(self, "eval_wall_s"), autocast(self.cfg.precision, self.torch_device):
             done = score_until(
                 model,
-                x,
-                y,
+                self._x_eval,
+                self._y_eval,
                 objective=self.objective,
                 batch_size=self.cfg.eval_batch_size,
                 device=self.torch_device,
@@ -236,9 +225,8 @@ class Trainer:
         return self._point(self._score())
 
     def sequential(self, stop: Stop) -> Tuple[Optional[EvalPoint], Scored]:
-        """A sequential evaluation: the split in its batches until `stop` says the
-        rest cannot change the verdict (no curve point: None), else the whole split's
-        point, as evaluate()'s. Also what it scored."""
+        """The split in its batches until `stop` rules the target out (no curve point:
+        None), else the whole split's point, as evaluate()'s; and what it scored."""
         done = self._score(stop)
         return (self._point(done) if done.complete else None), done
 
@@ -267,15 +255,12 @@ class Trainer:
 
     @property
     def done(self) -> bool:
-        reached = self.samples_to_target is not None
-        return reached or self.samples >= self.cfg.max_samples
+        return self.samples_to_target is not None or self.samples >= self.cfg.max_samples
 
     def eval_due(self, samples_before: int) -> bool:
-        """Whether run() evaluates after the step that went from `samples_before` to
-        `self.samples`: at every multiple of `eval_every_samples` crossed (so N(b) is
-        resolved to that interval) and at the end of the budget. The one statement of
-        the rule: a step hook that must know (a checkpoint waits for the evaluation)
-        asks here."""
+        """Whether run() evaluates after the step from `samples_before` to `self.samples`:
+        at every multiple of `eval_every_samples` crossed (N(b)'s resolution) and at the
+        end of the budget. The one statement of the rule, which step hooks ask too."""
         every = self.cfg.eval_every_samples
         crossed = self.samples // every > samples_before // every
         if self.plan is not None:  # a sparse plan looks at some grid points only
@@ -302,15 +287,13 @@ class Trainer:
         return self.result()
 
     def _test_kill(self) -> None:
-        """The test hook (KILL_AFTER_SAMPLES_ENV): die here, after the step's on_step
-        and its evaluation's on_eval, so every checkpoint due at this step is on disk
-        and the work since the last one is lost, as when a device loses power."""
+        """The test hook (KILL_AFTER_SAMPLES_ENV): die after the step's hooks, so every
+        checkpoint due is on disk and the work since is lost, as in a power loss."""
         if self._kill_after is not None and self.samples >= self._kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def evaluation(self) -> Dict[str, Any]:
-        """What the run evaluated (a result's record): its plan's counts, or every grid
-        point (dense)."""
+        """What the run evaluated (a result's record): its plan's counts, or dense's."""
         if self.plan is not None:
             return self.plan.stats()
         n = len(self.curve)

@@ -1,34 +1,16 @@
 """Which grid points of a device run are evaluated, and how much of the split a look
 scores; the sequential look both it and an estimate (estimate/evalsched.py) use.
 
-Evaluation on a board costs real seconds and joules (runner.py pauses the training's
-accounting for it and reports it beside: `eval_time_s`). Dense evaluation scores the
-whole held-out split at every grid point (every `eval_every_samples`); the time to
-accuracy is the first grid point at or above the target. The sparse plan (the default)
-reports the same grid point while evaluating far less:
-
-* Looks. Far from the target the next look is the earlier of `growth` times the
-  samples so far (estimate/evalsched.py's far jumps) and the grid point where the
-  secant through the last two looks reaches the far line, target - `far_gap`, from the
-  current look's upper bound. Learning curves are concave once past their first
-  steps, so the secant over-predicts the gain ahead and the look comes early, not
-  late; `growth` bounds the jump where the curve is still convex. Once a look is not
-  far, every grid point gets one (the dense grid), to the end.
-* Sequential looks. A look scores the held-out split in its evaluation batches, in
-  a seeded random order (the split is reordered once, so every look and every whole
-  evaluation reads it the same way), and after each batch asks `Check` whether the
-  items scored so far rule the target out; a look no check stops is the whole
-  evaluation, and only whole evaluations go on the curve and decide the target (the
-  check's margin: estimate/evalsched.py; on text windows, their own spread). A
-  check comes only at the end of a batch, so a look never costs more than the whole
-  evaluation it may become: on a small split (one batch: the demo's 359 digits, the
-  matrix's 300-500 items at the device's batches of 512) every look is whole, as
-  dense's; on a large one a far look stops after its first batch or two.
-
-Unlike an estimate on a CPU (bit-for-bit repeatable), a device run cannot go back to
-a grid point it skipped, nor can an estimate on a GPU, which follows this plan too: the
-one assumption is that between a far look and the next, the accuracy does not climb
-from below the far line to the target.
+Dense evaluation scores the whole held-out split at every grid point; the sparse plan
+(the default) reports the same first grid point at the target while evaluating less
+(docs/concepts/evaluation.md). Far from the target it jumps (`growth` times the samples
+so far, or sooner where the secant through the last two looks reaches target -
+`far_gap`: learning curves are concave, so the secant looks early, not late), and a
+look stops once the items scored so far rule the target out (`Check`, at the end of an
+evaluation batch: never more than the whole evaluation). Only whole evaluations go on
+the curve and decide the target. A device run (or a GPU estimate) cannot go back to a
+grid point it skipped: the one assumption is that between a far look and the next, the
+accuracy does not climb from below the far line to the target.
 """
 
 import math
@@ -56,8 +38,7 @@ SPREAD_MIN_ITEMS = 30
 
 @dataclass(frozen=True)
 class SparseParams:
-    """The knobs of a sparse schedule (defaults.ESTIMATE_CHECK_SAMPLES, _LOOK_ERROR,
-    _SPARSE_*)."""
+    """The knobs of a sparse schedule (defaults.ESTIMATE_CHECK_SAMPLES, _LOOK_ERROR, ...)."""
 
     screen_samples: int  # a look checks every this many held-out items (at batch ends)
     growth: float  # far jumps: next look at this factor times the samples so far
@@ -66,9 +47,8 @@ class SparseParams:
     #: the chance a look rules out a point whose whole-split metric reaches the
     #: threshold, at most
     look_error: float = defaults.ESTIMATE_LOOK_ERROR
-    #: far jumps go back over the grid points they skipped from a checkpoint (an
-    #: estimate on a CPU: training repeats bit for bit); without, this plan's far looks
-    #: (growth and secant bound, the one assumption of a device run)
+    #: far jumps go back over the grid points they skipped from a checkpoint (a CPU
+    #: estimate: training repeats bit for bit); False: this plan's far looks, as a device's
     replay: bool = False
     #: a look reads its items' own spread where each makes several predictions (text
     #: windows: objective.ItemSpread); False: the Bhatia-Davis bound always, as before
@@ -163,9 +143,8 @@ class Check:
         return self.below(self.threshold)
 
     def upper(self, threshold: float) -> float:
-        """An upper bound on the whole split's metric from the last checked prefix, as
-        tight as a metric that reaches `threshold` allows: the margin, or the rest all
-        scored 1 (1.0 before any check)."""
+        """An upper bound on the whole split's metric from the last checked prefix (1.0
+        before any): the margin at `threshold`, or the rest all scored 1."""
         if self.mean is None:
             return 1.0
         n, m = self.items, self.m
@@ -202,9 +181,8 @@ ScreenHook = Callable[[int], None]
 
 
 class EvalPlan:
-    """The sparse plan of one device run, or of a GPU estimate's run (module
-    docstring). `wants` is pure (the runner's step hook and the loop both ask it);
-    `look` and `evaluated` move it on; `state_dict` goes into the run's checkpoints."""
+    """The sparse plan of one device run or GPU estimate (module docstring): `wants` is
+    pure; `look` and `evaluated` move it on; `state_dict` goes into checkpoints."""
 
     def __init__(self, target: float, every: int, params: SparseParams) -> None:
         if not 0.0 < target <= 1.0:
@@ -281,9 +259,8 @@ class EvalPlan:
 
 
 def look_order(eval_items: int, seed: int) -> torch.Tensor:
-    """The seeded random order a device run's looks read its held-out split in (the
-    split is reordered once, Trainer.reorder_eval; an estimate loads its split in a
-    seeded random order already)."""
+    """The seeded random order a device run's looks read its held-out split in, once
+    (Trainer.reorder_eval; an estimate loads its split so already)."""
     return torch.randperm(int(eval_items), generator=torch.Generator().manual_seed(int(seed)))
 
 

@@ -2,12 +2,10 @@
 speed and reports the GPU's times (the CPU path is untouched: its runs stay bit for bit
 what they were, which the replays of benchmarks/ depend on).
 
-* Time. A CUDA kernel runs after the host has queued it, so the host clock around a
-  training step measures the launch, and the evaluation that follows absorbs the queued
-  work. CUDA events recorded around each step and each evaluation give the GPU's own
-  times; they are read once the evaluation has waited for the GPU anyway.
-* The batch order lives on the GPU: indexing GPU data with a CPU index copies the index
-  first, and that copy waits for every kernel queued before it, once per step.
+* Time: the host clock measures a kernel's launch, so CUDA events around each step and
+  evaluation give the GPU's own times, read once an evaluation has waited for the GPU.
+* The batch order lives on the GPU: a CPU index into GPU data is copied first, waiting
+  for every kernel queued before it, once per step.
 * Channels-last images and cuDNN's autotuner (`cudnn.benchmark`) where the run is not
   deterministic: the layout Tensor Cores read, the fastest algorithm per shape.
 """

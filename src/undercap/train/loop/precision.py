@@ -1,16 +1,15 @@
 """The arithmetic a run trains in: fp32, or mixed precision with 16-bit floats.
 
-Mixed precision is what PyTorch users train with (torch.autocast: each op in the
-precision it is safe and fast in, weights and optimizer state kept in fp32; Micikevicius
-et al., "Mixed Precision Training", ICLR 2018). fp16's narrow range needs the loss scaled
-so small gradients do not flush to zero: a GradScaler, whose state (the scale, its
-growth tracker) is part of every checkpoint so that a resumed run scales as the
-uninterrupted one did. bf16 has fp32's range and needs none.
+Mixed precision is torch.autocast: each op in the precision it is safe and fast in,
+weights and optimizer state in fp32 (Micikevicius et al., "Mixed Precision Training",
+ICLR 2018). fp16's narrow range needs the loss scaled so small gradients do not flush
+to zero: a GradScaler, whose state is in every checkpoint so that a resumed run scales
+as the uninterrupted one did. bf16 has fp32's range and needs none.
 
 On a simulated board the host trains in the precision asked for and the board's clock
-charges that precision's rate; a CPU without 16-bit float arithmetic (x86 without
-AVX512-FP16) runs fp16 many times slower than fp32 (about 20x for the small CNN), so
-there fp16 trains in bf16, the same 2-byte width, and every output says so.
+charges its rate; a CPU without 16-bit float arithmetic (x86 without AVX512-FP16) runs
+fp16 many times slower than fp32, so there fp16 trains in bf16, the same 2-byte width,
+and every output says so.
 """
 
 from typing import Any, List, Optional, Tuple

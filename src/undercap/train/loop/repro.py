@@ -10,12 +10,9 @@ import torch
 
 from undercap.errors import UndercapError
 
-#: The test hook: a Trainer built while this environment variable holds N SIGKILLs its
-#: own process right after the step that takes it to N or more samples, once the hooks
-#: have done their work for that step (the device's checkpoint if one was due, and the
-#: evaluation if one followed, with its checkpoint). Kill-and-resume tests use it to
-#: kill at a chosen step on any machine (tests/test_train_cli.py, test_schedule.py);
-#: read once, when the Trainer is built. Not for production use.
+#: The test hook (docs/concepts/safety.md): a Trainer built while this environment
+#: variable holds N SIGKILLs its own process after the step that takes it to N samples,
+#: once that step's hooks are done (Trainer._test_kill). Not for production use.
 KILL_AFTER_SAMPLES_ENV = "UNDERCAP_TEST_KILL_AFTER_SAMPLES"
 
 #: cuBLAS's deterministic workspace setting (CUDA >= 10.2: "a fixed workspace

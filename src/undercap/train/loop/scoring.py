@@ -2,19 +2,14 @@
 
 Out of the box (the paper's setting, Sec. 5): cross-entropy, and top-1 accuracy as the
 target metric; sequence outputs (B, T, V) against labels (B, T) are scored per
-position (the character accuracy of the text experiments). A user-supplied loss
-`fn(outputs, labels) -> scalar tensor` and metric `fn(outputs, labels) -> float`
-(higher is better, the batch's mean: evaluation weights it by the batch's samples)
-are accepted by import path (`package.module:fn` or `path/to/file.py:fn`).
+position. A user's loss `fn(outputs, labels) -> scalar tensor` and metric
+`fn(outputs, labels) -> float` (higher is better, the batch's mean) are accepted by
+import path (`package.module:fn` or `path/to/file.py:fn`).
 
-A sequential look (train/loop/evalplan.Check) also reads the spread of the items scored so
-far: the default metric gives each held-out item's correct predictions and predictions
-made (`Objective.items`), so a split of text windows, each a mean over its characters,
-is read as the cluster sample it is (ItemSpread).
-
-`check_outputs` runs the model once on two training samples before a run starts, so
-a model whose output does not fit the labels fails with one line instead of a
-traceback deep in the loss.
+A sequential look (evalplan.Check) also reads the spread of the items scored so far
+(`Objective.items`): text windows, each a mean over its characters, are the cluster
+sample they are (ItemSpread). `check_outputs` runs the model once before a run, so
+outputs that do not fit the labels fail with one line, not deep in the loss.
 """
 
 import math
@@ -50,9 +45,8 @@ def _top1_hits(logits: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, tor
 
 
 def top1_items(logits: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Top-1 per held-out item: its correct predictions and predictions made
-    (one for a class label, one per scored position of a sequence), on the CPU in
-    float64 (their squares are summed; MPS has no float64)."""
+    """Top-1 per held-out item: its correct and scored predictions (one per scored
+    position of a sequence), on the CPU in float64 (squared later; MPS has none)."""
     right, keep = _top1_hits(logits, y)
     if y.dim() > 1:
         right, keep = right.flatten(1).sum(1), keep.flatten(1).sum(1)
@@ -72,10 +66,9 @@ class Objective:
 
 
 def make_objective(loss: Optional[str] = None, metric: Optional[str] = None) -> Objective:
-    """The default objective, or the user's loss and/or metric by import path. Both
-    take the model's outputs as it returns them (models/outputs.py): the defaults use
-    the model's own loss when it returns one, else cross-entropy on its logits; a
-    user's loss and metric get the outputs unchanged."""
+    """The default objective, or the user's loss and/or metric by import path, given the
+    model's outputs as it returns them (models/outputs.py); the default loss is the
+    model's own where it returns one, else cross-entropy on its logits."""
     from undercap.models.user import load_callable
 
     loss_fn: Loss = _own_or_cross_entropy if loss is None else load_callable(loss, "loss")

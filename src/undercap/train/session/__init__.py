@@ -1,27 +1,15 @@
 """A training session on a device: the one place the device time, energy and power of
-training are accounted and the power cap is held. It is made in one place, by the
-handle every loop trains with (train/api.py's `Capped`: undercap's own loop,
-train/runner.py, drives it as users' loops do).
+training are accounted and the power cap is held, made by the handle every loop trains
+with (train/api.py's `Capped`; undercap's own loop, train/runner.py, included).
 
-Entering a session takes control of the clocks where that is permitted
-(devices.base.controlled: the original settings come back on every exit path,
-Ctrl-C and SIGTERM included), locks the chosen frequency, starts the power sampler,
-its meter (meter.py: the time and energy of training, evaluation and waiting apart)
-and the guard. Then, per optimizer step, `step(samples)` meters the step, lets the
-power guard (guard.py) judge the sampler (the one place the cap is checked) and, under
-a cap that changes, asks the cap follower (follow.py) what to train at next.
-The guard and the follower decide, the session applies what is the device's (the
-clock, the guard's limit, waiting for power, the segments) and returns the batch size
-the loop trains with from the next step when it changed: the loop's own business, which
-the session never reaches into. Work that is not training (evaluation, checkpoints)
-happens inside `paused()`.
-
-Read-only (the device's clocks may not be changed: `--read-only`, NVML's default, no
-root) means: train at the clocks as found, never lock. A clock the session is asked
-to lock there (a selection made on a device with control) is not locked: one line
-says so, and the result records "read-only: clocks as found". The cap is then held
-with the batch size: the guard moves to the next smaller one of `batch_ladder`
-(halving where none is given) at the next step boundary, recorded as a segment.
+Entering takes control of the clocks where permitted (devices.base.controlled: restored
+on every exit path, Ctrl-C and SIGTERM included), locks the chosen frequency and starts
+the power sampler, the meter (meter.py) and the guard (guard.py). Per step,
+`step(samples)` meters it, lets the guard judge and, under a cap that changes, asks the
+follower (follow.py) what to train at next; the session applies what is the device's
+and returns a new batch size, the loop's own business. Work that is not training
+happens in `paused()`. Read-only clocks are never locked (one line says so): the guard
+holds the cap with the batch size, down `batch_ladder` (docs/concepts/safety.md).
 """
 
 import contextlib
@@ -59,16 +47,14 @@ class Session:
     """Context manager: clocks locked, power sampled and guarded, training accounted.
 
     cap: the run's cap (train/cap.py); one that changes needs the `reselector` that
-        picks (b, f) at every change, and the follower then sets the configuration.
+        picks (b, f) at every change.
     freq_mhz: the clock to lock (None: leave the clocks as they are).
-    workload: what one sample costs (a simulated device needs it to advance its clock;
-        real devices may pass None).
+    workload: what one sample costs (a simulated device needs it for its clock).
     saved: a checkpoint's state (`state()`) to continue from, and `samples`: the
-        samples trained before (both from a resumed run).
+        samples trained before (a resumed run).
     batch_size: the batch size trained; `batch_ladder`: read-only clocks, the batch
-        sizes the guard may step down to (the selection's candidates; empty: halving);
-        `switch_batch=False` where the loop cannot change its batch size (then an
-        excess is only recorded).
+        sizes the guard may step down to (empty: halving); `switch_batch=False` where
+        the loop cannot change its batch size (an excess is then only recorded).
     """
 
     def __init__(
@@ -100,7 +86,6 @@ class Session:
                 "a cap that changes re-selects (b, f) at every change: it needs a profile and "
                 "r(b) (a reselector)"
             )
-        # the follower of a cap that changes re-selects (b, f) at every change
         self.follower = CapFollower(cap, reselector, s.get("follower")) if changes(cap) else None
         # a fixed cap's segments (kept where the batch changed) or a changing cap's
         # (checkpoints of 0.2.0 kept a changing cap's in the follower's state)
@@ -278,10 +263,9 @@ class Session:
         return change
 
     def wait_for_power(self, seconds: float, wall: bool = False) -> None:
-        """Pause training for `seconds` of schedule time: clocks at their minimum (the
-        least the idle GPU can draw), the time counted as paused, not training. `wall`:
-        the seconds also pass on the host's clock, asleep (a live source is rewritten in
-        real time, even when a simulated device's clock would jump ahead)."""
+        """Pause training for `seconds` of schedule time, clocks at their minimum (the
+        least the idle GPU draws), counted as paused. `wall`: asleep on the host's clock
+        too (a live source is rewritten in real time, whatever a simulated clock does)."""
         self.meter.close_span()
         if self._control:
             self.device.set_freq_mhz(min(self.device.available_freqs_mhz()))
@@ -327,9 +311,8 @@ class Session:
 
     def totals(self, final: bool = True) -> Dict[str, Any]:
         """The device side of a result (artifacts.train_result.RunTotals' fields but the
-        loop's) and its warnings; `final`: at the end of the run, with the guard's
-        judgement of the windows since its last check (guard.finish), read before the
-        clocks are restored."""
+        loop's) and its warnings; `final`: at the end of the run, before the clocks are
+        restored, with the guard's last judgement (guard.finish)."""
         end: List[str] = []
         if final:
             end = self.guard.finish(self.device.now_s(), self.acc.train_time_s, self.samples)

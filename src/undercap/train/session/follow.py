@@ -1,26 +1,16 @@
 """Following a cap that changes during training: what to train at after each change.
 
 The follower decides; the session (session/__init__.py) applies. At each change of the
-cap (train/cap.py) the follower re-selects (b, f) for the new limit from the same
-profile and r(b) (`Reselector`), given the progress so far, and returns it as a
-`Change`; when no configuration is feasible under the cap (an outage, a dip below the
-lowest feasible power) the Change is a pause: wait so long, then ask again
-(`after_wait`), until the cap lets a configuration run or the wait passes the cap's
-`max_wait_s` (PowerWaitError: exit 4). Its state goes into checkpoints, so a resumed
-run continues the schedule.
+cap it re-selects (b, f) from the same profile and r(b) (`Reselector`), given the
+progress so far, as a `Change`, or a pause where nothing is feasible, asked again
+(`after_wait`) up to the cap's `max_wait_s` (PowerWaitError: exit 4). Its state goes
+into checkpoints, so a resumed run continues the schedule.
 
-Progress across batch sizes. N(b) samples reach the target at batch size b; with
-r(b) = N(b) / N(b_max) only the ratios are known, and each sample trained at batch
-size b is taken to do 1 / N(b) of the work (progress is linear in samples within a
-batch size, as in McCandlish et al. 2018's steps/samples trade-off, where the
-fraction of the optimisation done depends only on how far along it is). After
-samples s_i at batch sizes b_i the fraction done is p = sum_i s_i / N(b_i), and at a
-new batch size b the run still needs (1 - p) * N(b) samples. The fraction is kept
-in units of N(b_max): p = sum_i s_i / (r(b_i) N(b_max)). Under this model the
-remaining time at (b, f) is t(b, f) * (1 - p) * N(b): the common factor (1 - p)
-does not change which configuration is fastest at the new cap, so re-selecting for
-time is Algorithm 1 at the new cap; it does change what an energy budget still
-allows (the remaining budget must cover the remaining work).
+Progress (docs/guides/changing-caps.md): a sample trained at batch size b does
+1 / N(b) of the work (as in McCandlish et al. 2018's steps/samples trade-off), so the
+fraction done is p = sum_i s_i / N(b_i), kept in units of N(b_max) through r(b). The
+common factor (1 - p) leaves re-selecting for time Algorithm 1 at the new cap, but
+changes what an energy budget still allows.
 """
 
 import math
@@ -55,9 +45,8 @@ class OperatingPoint:
 
 @dataclass(frozen=True)
 class Change:
-    """What the follower decides: train at `point` under `limit_w` from the next step,
-    or (no point) pause `wait_s` seconds of the schedule's clock and ask again, on the
-    host's clock too where `wall` (a live source is rewritten in real time). `held`: a
+    """Train at `point` under `limit_w` from the next step, or (no point) pause `wait_s`
+    of the schedule's clock (and the host's where `wall`) and ask again. `held`: a
     resumed run's configuration, as checkpointed; `note`: a line to show the user."""
 
     limit_w: Optional[float]
@@ -133,8 +122,7 @@ def reselector_for(
     objective: str = "time",
     energy_budget_j: Optional[float] = None,
 ) -> Reselector:
-    """What re-selects (b, f) at every change of a cap: a Reselector on the profile and
-    the efficiency estimate's r(b) and N(b_max)."""
+    """A Reselector on the profile and the efficiency estimate's r(b) and N(b_max)."""
     return Reselector(
         profile,
         efficiency.relative,
@@ -163,10 +151,8 @@ def reselector_from(
 
 
 class CapFollower:
-    """The decisions of one run under a cap that changes (module docstring); the
-    session asks at the start (`start`), after every step (`after_step`) and after a
-    pause (`after_wait`), and tells it when the guard stepped the batch size down
-    (`switched`)."""
+    """The decisions of one run under a cap that changes (module docstring), asked by
+    the session at `start`, `after_step` and `after_wait`, and told what it `switched`."""
 
     def __init__(
         self, cap: Cap, reselector: Reselector, saved: Optional[Dict[str, Any]] = None
@@ -193,10 +179,9 @@ class CapFollower:
         return self._change(now_s, limit, energy_j)
 
     def _held_at_resume(self, now_s: float, limit: Optional[float]) -> bool:
-        """Whether a resumed run goes on as checkpointed: the cap is the one it was
-        chosen for, or the run had switched ahead of a falling cap (after_step) and the
-        fall is still to come. Re-selecting for the old, higher cap there would train a
-        step the uninterrupted run never took."""
+        """Whether a resumed run goes on as checkpointed: the cap is the one it was chosen
+        for, or it had switched ahead of a falling cap (after_step) that is still to fall
+        (re-selecting for the higher cap would train a step the run never took)."""
         if limit == self.limit_w:
             return True
         upcoming = self.cap.next_change_after(now_s)
@@ -243,9 +228,7 @@ class CapFollower:
 
     def progress(self) -> float:
         r = self.reselector
-        if not r.n_max:
-            return 0.0
-        return progress_fraction(self.samples_by_batch, r.relative, r.n_max)
+        return progress_fraction(self.samples_by_batch, r.relative, r.n_max) if r.n_max else 0.0
 
     # --- changes ----------------------------------------------------------------------
     def _change(self, now_s: float, limit: Optional[float], energy_j: float) -> Change:

@@ -1,33 +1,18 @@
 """Power guard: keep a training run under its power limit while it runs.
 
 Selection picks (b, f) whose profiled peak plus a safety margin is under the limit
-(select/core.py, profile/margin.py), but a profile is a short measurement and power
-drifts (temperature, data, other load). The guard watches the power sampler during
-training and judges the same quantity the limit is judged on: the mean power over a
-window (the robust peak's window, devices/sampler.py).
+(select/core.py, profile/margin.py), but power drifts (temperature, data, other load).
+The guard judges what the limit is judged on, the mean power over a window
+(devices/sampler.py; docs/concepts/safety.md):
 
-* Its window follows the sensor: at least `window_s` (default: the robust peak's
-  window) and at least SENSOR_UPDATES_PER_WINDOW updates of the device's power sensor
-  (Device.sensor_update_interval_s), since readings closer together repeat the same
-  conversion. A fixed 1 s window would let a 0.2 s excess through unseen.
-* It is called after every training step but judges at most once per window, and then
-  every window that ended since its last judgement (from the sampler's recent
-  readings), not only the last one: a long step's excess in mid-step is seen too. All
-  windows lie at the current clocks (a decision needs a whole window after a change).
-* When a window's mean is above the limit it steps the GPU down to the next lower
-  frequency and records the event. At the lowest frequency there is nothing left to
-  step down to: CapExceededError stops the run (exit 4, after a checkpoint), naming
-  the power reached and what to do.
-* On a device whose clocks we may not change (read-only, no permission) the batch size
-  is the knob: the guard returns a BATCH_DOWN event naming the next smaller batch size
-  of its ladder, which the session applies and the loop takes at the next step
-  boundary; with none left, CapExceededError as above. Where the batch size cannot
-  change (no ladder: a trainer that fixed it), the first excess is recorded and
-  warned about, later ones counted.
-* At the end of the run (`finish`) the windows since the last judgement are judged
-  too, and a run shorter than one window by its mean over the whole run; an excess
-  there is recorded (EXCEEDED_AT_END), and `finish` returns lines for the result's
-  warnings, including a requested clock the device did not offer (a visible snap).
+* a window of at least `window_s` (a fixed 1 s one would let a 0.2 s excess through
+  unseen) and SENSOR_UPDATES_PER_WINDOW sensor updates; after every step, every window
+  that ended since the last judgement (an excess in mid-step is seen too);
+* over the limit: the clock one frequency down; with read-only clocks the batch size
+  down its ladder (BATCH_DOWN); where neither can change, the excess recorded and
+  warned about; with nothing left to step down to, CapExceededError (exit 4);
+* `finish` judges the rest at the end (EXCEEDED_AT_END) and returns the result's
+  warning lines.
 
 A run must never exceed its limit silently. No torch import.
 """
@@ -131,14 +116,11 @@ def snap_note(snap: Optional[Dict[str, float]], device_name: str) -> Optional[st
 
 
 class PowerGuard:
-    """Checks the sampler after each training step (module docstring).
-
-    `check(now_s, train_time_s, samples, batch_size)` is called with the device clock
-    (wall on real devices, virtual on simulated ones: the sampler's time base), the
-    training time so far, the samples seen and the batch size trained; it returns the
-    event it recorded, if any. `ladder`: read-only clocks, the batch sizes it may step
-    down to (empty: halving; None: the batch size cannot change).
-    """
+    """Checks the sampler after each training step (module docstring): `check` takes the
+    device clock (the sampler's time base: virtual on simulated devices), the training
+    time, samples and batch size so far, and returns the event it recorded, if any.
+    `ladder`: read-only clocks, the batch sizes it may step down to (empty: halving;
+    None: the batch size cannot change)."""
 
     def __init__(
         self,
@@ -154,9 +136,7 @@ class PowerGuard:
     ) -> None:
         if window_s <= 0:
             raise ValueError("guard window must be positive")
-        self.device = device
-        self.sampler = sampler
-        self.limit_w = limit_w
+        self.device, self.sampler, self.limit_w = device, sampler, limit_w
         self.window_s = guard_window_s(device, window_s)
         self.events: List[GuardEvent] = list(events or [])
         self.exceeded_windows = 0  # windows over the limit (read-only: several per event)
@@ -217,10 +197,9 @@ class PowerGuard:
 
     # --- what the windows say -----------------------------------------------------
     def _worst_window_w(self, now_s: float) -> Optional[float]:
-        """The highest window mean over the windows that ended since the last
-        judgement, all at the current clocks; shorter than a window (the end of a
-        short run): the mean over what there is. Samplers that only give the last
-        window's mean (WindowMean) are judged on that."""
+        """The highest mean of the windows that ended since the last judgement, at the
+        current clocks (less than a window: the mean over what there is); a sampler
+        that gives only the last window's mean (WindowMean) is judged on that."""
         recent = getattr(self.sampler, "recent_readings", None)
         if recent is None:
             return self.sampler.window_mean_w(self.window_s)
@@ -258,12 +237,11 @@ class PowerGuard:
         event = GuardEvent(
             t_s, samples, current, actual, mean_w, float(self.limit_w), STEP_DOWN, self.window_s
         )
-        self.events.append(event)
-        self._say(
+        return self._add(
+            event,
             f"power guard: mean {mean_w:.2f} W over {self.window_s:g} s above the "
-            f"{self.limit_w:g} W limit; stepped down {current:g} -> {actual:g} MHz"
+            f"{self.limit_w:g} W limit; stepped down {current:g} -> {actual:g} MHz",
         )
-        return event
 
     def _batch_down(
         self, current: Optional[float], mean_w: float, t_s: float, samples: int, b_from: int
@@ -281,12 +259,11 @@ class PowerGuard:
         event = GuardEvent(
             t_s, samples, current, current, mean_w, limit, BATCH_DOWN, self.window_s, b_from, b_to
         )
-        self.events.append(event)
-        self._say(
+        return self._add(
+            event,
             f"power guard: mean {mean_w:.2f} W over {self.window_s:g} s above the "
-            f"{limit:g} W limit; read-only clocks: batch size {b_from} -> {b_to}"
+            f"{limit:g} W limit; read-only clocks: batch size {b_from} -> {b_to}",
         )
-        return event
 
     def _record(
         self, current: Optional[float], mean_w: float, t_s: float, samples: int, action: str
@@ -297,17 +274,19 @@ class PowerGuard:
             return None
         limit = float(self.limit_w)  # type: ignore[arg-type]
         event = GuardEvent(t_s, samples, current, current, mean_w, limit, action, self.window_s)
-        self.events.append(event)
         why = "read-only: cannot step down" if action == READ_ONLY else "judged at the run's end"
-        self._say(
+        return self._add(
+            event,
             f"warning: power limit {limit:g} W exceeded (mean {mean_w:.2f} W over "
-            f"{self.window_s:g} s), {why}"
+            f"{self.window_s:g} s), {why}",
         )
-        return event
 
     def _freqs(self) -> Tuple[float, ...]:
         return tuple(sorted(self.device.available_freqs_mhz()))
 
-    def _say(self, line: str) -> None:
+    def _add(self, event: GuardEvent, line: str) -> GuardEvent:
+        """Record `event` and show `line` (on stderr, where the guard warns)."""
+        self.events.append(event)
         if self._warn:
             print(line, file=sys.stderr, flush=True)
+        return event

@@ -1,14 +1,12 @@
-"""The time and energy of training on a device, apart from everything that is not
-training (evaluation, checkpoints, waiting for power). A session (session/__init__.py)
-keeps one from the moment its power sampler starts.
+"""The time and energy of training on a device, apart from what is not training
+(evaluation, checkpoints, waiting for power); a session keeps one from the moment its
+power sampler starts.
 
-Per optimizer step the meter charges the device the step (`account_step`: a simulated
-device advances its virtual clock by t(b, f) * b; real devices already did the work)
-and synchronises, so device-clock deltas bracket exactly the training work; it adds
-the delta to the training time, and the energy: the device counter's delta where there
-is one; on a simulated device the sampler's integral over its whole window (its clock
-only advances in training steps); otherwise the sampler's mean power over each span of
-steps times its length. No torch import.
+Per step the meter charges the device the step (`account_step`: a simulated device
+advances its virtual clock) and synchronises, so device-clock deltas bracket exactly
+the training work. Energy: the device counter's delta where there is one; on a
+simulated device the sampler's integral over its whole window (its clock only advances
+in steps); else the sampler's mean power times each span's length. No torch import.
 """
 
 import math
@@ -95,9 +93,8 @@ class Meter:
         self, workload: Optional[Workload], n_items: int, batch_size: int, wall_s: float
     ) -> float:
         """Count an evaluation of `n_items` (batches of `batch_size`) that took `wall_s`
-        on the host: its device time is a simulated device's model of the forward pass
-        (devices/simulated/model.eval_pass_s), else the wall time (the GPU did it).
-        Returns the seconds counted."""
+        on the host; returns its device time: a simulated device's model of the forward
+        pass (devices/simulated/model.eval_pass_s), else the wall time."""
         model = getattr(self.device, "eval_time_s", None) if workload else None
         spent = wall_s if model is None else float(model(workload, n_items, batch_size))
         self.acc.eval_time_s += spent

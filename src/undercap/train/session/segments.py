@@ -9,10 +9,9 @@ from undercap.train.session.guard import BATCH_DOWN, READ_ONLY
 
 
 class SegmentLog:
-    """The run's segments, one per interval with one configuration and cap: start_s,
-    end_s, power_limit_w, batch_size, freq_mhz, its robust peak power, mean power,
-    energy and samples. The open one survives a checkpoint (`state`), and a resumed
-    run continues it (`continue_saved`)."""
+    """The run's segments (start_s, end_s, power_limit_w, batch_size, freq_mhz, robust
+    peak and mean power, energy, samples); the open one survives a checkpoint (`state`,
+    `continue_saved`)."""
 
     def __init__(self, saved: Optional[Dict[str, Any]] = None) -> None:
         s = saved or {}
