@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from undercap.artifacts.io import from_fields
+from undercap.artifacts.io import check_schema, from_fields
 from undercap.errors import ArtifactError
 
 COMPARISON_SCHEMA = "undercap.comparison/1"
@@ -135,29 +135,18 @@ class Comparison:
         return [r for r in self.runs if r.method == method and r.power_limit_w == power_limit_w]
 
     def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        tail = {k: d.pop(k) for k in ("settings", "provenance")}  # after the summary
         return {
             "schema": COMPARISON_SCHEMA,
-            "device": self.device,
-            "simulated": self.simulated,
-            "model": self.model,
-            "proxy": self.proxy,
-            "target": self.target,
-            "target_accuracy": self.target_accuracy,
-            "power_limits_w": list(self.power_limits_w),
-            "seeds": list(self.seeds),
-            "choices": [c.to_dict() for c in self.choices],
-            "runs": [r.to_dict() for r in self.runs],
+            **d,
             "summary": [s.to_dict() for s in summarize(self)],
-            "settings": self.settings,
-            "provenance": self.provenance,
+            **tail,
         }
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], path: str = "<comparison>") -> Comparison:
-        if obj.get("schema") != COMPARISON_SCHEMA:
-            raise ArtifactError(
-                f"{path}: schema is {obj.get('schema')!r}, expected {COMPARISON_SCHEMA!r}"
-            )
+        check_schema(obj, COMPARISON_SCHEMA, path, hint="")
         try:
             return from_fields(cls, obj)
         except (KeyError, TypeError, ValueError) as e:
@@ -240,7 +229,6 @@ def _summary_row(
     means: Mapping[str, Optional[float]],
 ) -> SummaryRow:
     runs = comparison.runs_for(method, limit)
-    reached = [r for r in runs if r.reached]
     t = _reached_time(runs)
     e = stat(r.energy_j for r in runs if r.succeeded)
     choice = comparison.choice(method, limit)
@@ -250,7 +238,7 @@ def _summary_row(
         batch_size=choice.batch_size if choice else (runs[0].batch_size if runs else None),
         freq_mhz=choice.freq_mhz if choice else (runs[0].freq_mhz if runs else None),
         n_runs=len(runs),
-        n_reached=len(reached),
+        n_reached=sum(r.reached for r in runs),
         time_mean_s=t.mean,
         time_std_s=t.std,
         energy_mean_j=e.mean,

@@ -2,10 +2,9 @@
 and `undercap.efficiency-set/1`: several proxies' estimates in one file.
 
 r(b) = N(b) / N(b_max) with relative[str(max b)] == 1.0. Loading validates all of it.
-No torch import. The set is `{"schema": "undercap.efficiency-set/1", "model": str,
-"proxies": [{"name": str, "efficiency": <an undercap.efficiency/1 object>}, ...]}`: each
-member a whole single-proxy artifact, unchanged, so one can be cut out and used alone;
-names are distinct. `load_efficiencies` reads either schema (one artifact: a set of one).
+No torch import. Each of a set's `proxies` is a distinct `name` and a whole single-proxy
+artifact, unchanged, so one can be cut out and used alone. `load_efficiencies` reads
+either schema (one artifact: a set of one).
 """
 
 import math
@@ -56,7 +55,7 @@ class Efficiency:
         return tuple(b for b in self.batch_sizes if b not in self.relative)
 
     def to_dict(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {
+        return {
             "schema": EFFICIENCY_SCHEMA,
             "model": self.model,
             "dataset": self.dataset,
@@ -65,9 +64,8 @@ class Efficiency:
                 str(b): list(runs) for b, runs in sorted(self.samples_to_target.items())
             },
             "relative": {str(b): r for b, r in sorted(self.relative.items())},
+            **self.extra,
         }
-        out.update(self.extra)
-        return out
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<efficiency>") -> "Efficiency":
@@ -140,7 +138,7 @@ def _check_relative(
 
 def load_efficiency(path: PathLike) -> Efficiency:
     obj = load_json(path, what="efficiency")
-    if isinstance(obj, dict) and obj.get("schema") == EFFICIENCY_SET_SCHEMA:
+    if obj.get("schema") == EFFICIENCY_SET_SCHEMA:
         n = len(obj.get("proxies") or [])
         raise ArtifactError(
             f"{path} holds {n} proxies' estimates (an efficiency set); give it where several "

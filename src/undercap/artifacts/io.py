@@ -194,12 +194,13 @@ def load_json(path: PathLike, *, what: str = "artifact") -> Dict[str, Any]:
     return obj
 
 
-def check_schema(obj: Mapping[str, Any], expected: str, path: PathLike) -> None:
+def check_schema(
+    obj: Mapping[str, Any], expected: str, path: PathLike, hint: str = " (is this the right file?)"
+) -> None:
+    """One ArtifactError naming `path`, ending in `hint`, unless `obj`'s schema is `expected`."""
     got = obj.get("schema")
     if got != expected:
-        raise ArtifactError(
-            f"{path}: schema is {got!r}, expected {expected!r} (is this the right file?)"
-        )
+        raise ArtifactError(f"{path}: schema is {got!r}, expected {expected!r}{hint}")
 
 
 def finite(value: Any, name: str, where: str, *, positive: bool = False) -> float:
@@ -214,6 +215,13 @@ def finite(value: Any, name: str, where: str, *, positive: bool = False) -> floa
     if x < 0:
         raise ArtifactError(f"{where}: {name} must not be negative, got {value!r}")
     return x
+
+
+def one_of(value: Any, choices: Tuple[str, ...], name: str, where: str) -> Any:
+    """`value` if it is one of `choices`, else one ArtifactError naming the field."""
+    if value not in choices:
+        raise ArtifactError(f"{where}: {name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def from_fields(cls: Any, obj: Mapping[str, Any], may_lack: Tuple[str, ...] = ()) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Set, Tuple, Union
 
 from undercap import defaults
-from undercap.artifacts.io import PathLike, check_schema, finite, load_json, save_json
+from undercap.artifacts.io import PathLike, check_schema, finite, load_json, one_of, save_json
 from undercap.errors import ArtifactError
 
 PROFILE_SCHEMA = "undercap.profile/1"
@@ -43,11 +43,8 @@ class ProfileRow:
     precision: str = "fp32"
 
     def to_dict(self) -> Dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("batch_size", "freq_mhz", "precision", *_MEASURED)}
-        for key in OPTIONAL_ROW_FIELDS:
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
+        keys = ("batch_size", "freq_mhz", "precision", *_MEASURED, *OPTIONAL_ROW_FIELDS)
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
 
 @dataclass(frozen=True)
@@ -187,11 +184,7 @@ def _profile_row(r: Any, i: int, path: PathLike) -> ProfileRow:
     b = r["batch_size"]
     if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
         raise ArtifactError(f"{where}: batch_size must be a positive integer, got {b!r}")
-    precision = r.get("precision", "fp32")
-    if precision not in defaults.PRECISIONS:
-        raise ArtifactError(
-            f"{where}: precision must be one of {', '.join(defaults.PRECISIONS)}, got {precision!r}"
-        )
+    precision = one_of(r.get("precision", "fp32"), defaults.PRECISIONS, "precision", where)
     return ProfileRow(
         precision=precision,
         batch_size=b,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from undercap.artifacts.io import PathLike, finite, load_json, save_json
+from undercap.artifacts.io import PathLike, check_schema, finite, load_json, one_of, save_json
 from undercap.defaults import PRECISIONS
 from undercap.errors import ArtifactError
 
@@ -72,9 +72,8 @@ class Selection:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], path: PathLike = "<selection>") -> "Selection":
-        schema = obj.get("schema")
-        if schema not in (None, SELECTION_SCHEMA):
-            raise ArtifactError(f"{path}: schema is {schema!r}, expected {SELECTION_SCHEMA!r}")
+        if obj.get("schema") is not None:  # v0.1's `select --json` output has none
+            check_schema(obj, SELECTION_SCHEMA, path, hint="")
         nested = obj.get("choice")
         flat = dict(nested, **{k: obj[k] for k in _IDENTITY if k in obj}) if nested else obj
         missing = [k for k in ("batch_size", "freq_mhz", "power_limit_w") if k not in flat]
@@ -92,14 +91,8 @@ def _fields(d: Mapping[str, Any], where: str) -> Dict[str, Any]:
     if isinstance(b, bool) or not isinstance(b, int) or b <= 0:
         raise ArtifactError(f"{where}: batch_size must be a positive integer, got {b!r}")
     limit = d.get("power_limit_w")
-    clock = d.get("clock", "chosen")
-    if clock not in CLOCKS:
-        raise ArtifactError(f"{where}: clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
-    precision = d.get("precision", "fp32")
-    if precision not in PRECISIONS:
-        raise ArtifactError(
-            f"{where}: precision must be one of {', '.join(PRECISIONS)}, got {precision!r}"
-        )
+    clock = one_of(d.get("clock", "chosen"), CLOCKS, "clock", where)
+    precision = one_of(d.get("precision", "fp32"), PRECISIONS, "precision", where)
     return {
         "method": str(d.get("method", "ours")),
         "batch_size": b,

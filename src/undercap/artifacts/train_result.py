@@ -10,7 +10,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
-from undercap.artifacts.io import load_json, save_json
+from undercap.artifacts.io import check_schema, load_json, save_json
 from undercap.errors import ArtifactError
 
 TRAIN_SCHEMA = "undercap.train/1"
@@ -121,10 +121,7 @@ class TrainResult(RunNotes, _Trained, RunTotals):
     def from_dict(
         cls, obj: Mapping[str, Any], path: Union[str, Path] = "<train result>"
     ) -> "TrainResult":
-        if obj.get("schema") != TRAIN_SCHEMA:
-            raise ArtifactError(
-                f"{path}: schema is {obj.get('schema')!r}, expected {TRAIN_SCHEMA!r}"
-            )
+        check_schema(obj, TRAIN_SCHEMA, path, hint="")
         names = {f.name for f in fields(cls)}
         required = [
             f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
@@ -132,8 +129,7 @@ class TrainResult(RunNotes, _Trained, RunTotals):
         missing = sorted(n for n in required if n not in obj)
         if missing:
             raise ArtifactError(f"{path}: missing field(s) {', '.join(missing)}")
-        kw = {k: tuple(v) if k in _TUPLES else v for k, v in obj.items() if k in names}
-        return cls(**kw)
+        return cls(**{k: tuple(v) if k in _TUPLES else v for k, v in obj.items() if k in names})
 
 
 def save_train_result(path: Union[str, Path], result: TrainResult) -> Path:

@@ -12,12 +12,20 @@ import sys
 from typing import Optional, Sequence, Tuple
 
 from undercap import __version__
+from undercap.cli.outputs import held_outputs
+from undercap.cli.preflight import check_torch_numpy
 from undercap.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USER_ERROR, UndercapError
 
 # Order here is the order in `undercap --help`.
-COMMAND_MODULES = tuple(
-    "undercap.cli." + name
-    for name in ("devices", "profile", "select", "estimate", "train", "recipes", "solar", "fleet")
+COMMAND_MODULES = (
+    "undercap.cli.devices",
+    "undercap.cli.profile",
+    "undercap.cli.select",
+    "undercap.cli.estimate",
+    "undercap.cli.train",
+    "undercap.cli.recipes",
+    "undercap.cli.solar",
+    "undercap.cli.fleet",
 )
 # The server's modules, on Python >= 3.8, with their commands, so that 3.6 can name them
 # without importing them (tests/test_jetpack4.py checks the names); the others are what a
@@ -86,11 +94,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USER_ERROR
     try:
         if args.command in TORCH_COMMANDS:
-            from undercap.cli.preflight import check_torch_numpy
-
             check_torch_numpy()
-        from undercap.cli.outputs import held_outputs
-
         with held_outputs(args):  # every output writable, its folder this run's alone
             rc = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
@@ -104,8 +108,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         print("error: interrupted (device settings were restored)", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return _reader_gone()
+    except BrokenPipeError:  # `undercap devices | head`: the reader closed the pipe
+        # Point stdout at /dev/null so the interpreter's final flush cannot raise again
+        # (the Python docs' recipe for SIGPIPE, library/signal.html), and exit quietly
+        # like a process killed by SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except OSError as e:  # a file the OS refused that no nearer check named: one line
         if args.debug:
             raise
@@ -117,12 +125,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("error: terminated (device settings were restored)", file=sys.stderr)
         raise
     return int(rc or 0)
-
-
-def _reader_gone() -> int:
-    """`undercap devices | head`: the reader closed the pipe. Point stdout at /dev/null
-    so the interpreter's final flush cannot raise again (the Python docs' recipe for
-    SIGPIPE, library/signal.html), and exit quietly like a process killed by SIGPIPE."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_BROKEN_PIPE

@@ -153,14 +153,12 @@ def add_device_args(
 ) -> None:
     """--device and its companions; `default_text` describes a default the command
     works out itself (the flag's value is then None)."""
-    shown = default_text or default
     p.add_argument(
         "--device",
         default=default,
-        required=default is None and default_text is None,
         help="sim:jetson-nano, sim:jetson-tx2nx, sim:jetson-orin-nano, sim:jetson-xavier-nx, "
         "trace:FILE.csv (measured (b, f) replayed), jetson, nvml:<index>"
-        + (f" (default {shown})" if shown else ""),
+        f" (default {default_text or default})",
     )
     p.add_argument(
         "--sysfs-root", default="/", help="root of the sysfs tree for the jetson backend"
@@ -243,8 +241,7 @@ def shaped_data(args: Any, dataset: str, **fields: Any) -> Any:
 
 
 def add_task_arg(p: Any) -> None:
-    """--task: what the model takes and is scored on, where it cannot be inferred
-    (models/tasks.py)."""
+    """--task: what the model takes and is scored on, where not inferred (models/tasks.py)."""
     from undercap.models.tasks import TASK_NAMES
 
     p.add_argument(
@@ -264,17 +261,14 @@ DETERMINISTIC_HELP = (
 )
 
 
-def add_precision_arg(p: Any, *, auto: bool = True, default: Optional[str] = None) -> None:
+def add_precision_arg(p: Any, *, auto: bool = True) -> None:
     """--precision: fp32, fp16 or bf16 mixed precision (torch.autocast), and "auto" if `auto`."""
-    choices = [*defaults.PRECISIONS, *(["auto"] if auto else [])]
-    shown = default or defaults.PRECISION
     p.add_argument(
         "--precision",
-        choices=choices,
-        default=default,
+        choices=[*defaults.PRECISIONS, *(["auto"] if auto else [])],
         help="the arithmetic to train in: fp32, or mixed precision in fp16 (loss-scaled) or bf16"
         + (", or auto: every precision the device runs, chosen with (b, f)" if auto else "")
-        + f" (default {shown})",
+        + f" (default {defaults.PRECISION})",
     )
 
 
@@ -319,8 +313,7 @@ class _Removed(argparse.Action):
 
 
 def add_removed_flags(p: argparse.ArgumentParser) -> None:
-    """The flags of the options undercap 0.3.0 removed (errors.REMOVED_IN_0_3), hidden
-    from --help: a user who still passes one gets one line saying what replaced it."""
+    """The flags undercap 0.3.0 removed (errors.REMOVED_IN_0_3), hidden from --help."""
     from undercap.errors import REMOVED_IN_0_3, boolean_removed
 
     for name in REMOVED_IN_0_3:

@@ -1,9 +1,6 @@
 """`undercap devices` (what can undercap run on here) and `undercap restore` (put back
-GPU settings a killed run left changed).
-
-Neither imports torch: device backends never do, and pynvml is imported only by
-devices/nvml.py when NVML GPUs are listed.
-"""
+GPU settings a killed run left changed). Neither imports torch: device backends never
+do, and pynvml is imported only by devices/nvml.py when NVML GPUs are listed."""
 
 import argparse
 from pathlib import Path
@@ -28,7 +25,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument(
         "--nvml",
-        dest="nvml",
         action="store_true",
         default=None,
         help="list NVML GPUs and fail if NVML is unavailable (default: list them if present)",

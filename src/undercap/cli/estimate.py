@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from undercap import defaults
 from undercap.cli.common import (
@@ -57,18 +57,15 @@ def add_executor_args(p: Any) -> None:
     )
 
 
-def _add_data_args(
-    p: argparse.ArgumentParser, *, default: Optional[str], several: bool = False
-) -> None:
+def _add_common_args(p: argparse.ArgumentParser, *, several: bool) -> None:
+    """The flags pretrain and estimate share: the data, then how the training runs."""
+    several_help = " (default digits); repeat it for several proxies: one artifact holds them all"
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument(
         "--dataset",
         action="append" if several else "store",
-        default=None if several else default,
-        required=default is None,
-        help=DATA_HELP
-        + (f" (default {default})" if default else "")
-        + ("; repeat it for several proxies: one artifact holds them all" if several else ""),
+        required=not several,
+        help=DATA_HELP + (several_help if several else ""),
     )
     add_shape_args(p)
     p.add_argument(
@@ -82,11 +79,6 @@ def _add_data_args(
         help="paper: seeded 80/20 (text 90/10); official: the format's own "
         "(default: official where the format has one)",
     )
-    _add_run_args(p)
-
-
-def _add_run_args(p: argparse.ArgumentParser) -> None:
-    """How the training runs: learning rate, torch device, evaluation, threads."""
     p.add_argument(
         "--lr",
         type=positive_float,
@@ -115,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Pre-train a model; `estimate --pretrained` and device "
         "training then start from these weights.",
     )
-    _add_data_args(p, default=None)
+    _add_common_args(p, several=False)
     budget = p.add_mutually_exclusive_group()
     budget.add_argument(
         "--epochs", type=positive_float, help="passes over the training split (default 5)"
@@ -142,7 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the target accuracy; write the efficiency artifact. Finished runs are kept in the work "
         "dir, so an interrupted estimate resumes where it stopped.",
     )
-    _add_data_args(e, default="digits", several=True)
+    _add_common_args(e, several=True)
     e.add_argument(
         "--batch-sizes",
         type=int_list,

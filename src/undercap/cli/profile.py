@@ -3,7 +3,6 @@
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from undercap import defaults
 from undercap.cli.cap_args import add_margin_arg
@@ -120,7 +119,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from undercap.artifacts import save_profile
+    from undercap.artifacts import load_efficiency, save_profile
     from undercap.errors import UndercapError
     from undercap.models import model_spec
     from undercap.profile import ProfileSettings, profile_precisions
@@ -137,7 +136,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
         sample_rate_hz=args.sample_rate_hz,
         seed=args.seed,
     )
-    relative = _relative(args)
+    relative = None  # r(b) from --efficiency (the same model): the efficient sweep prunes with it
+    if args.efficiency is not None:
+        if args.power_limit is None or args.full:
+            raise UndercapError("--efficiency prunes the efficient sweep: give --power-limit W")
+        eff = load_efficiency(args.efficiency)
+        if eff.model != args.model:
+            raise UndercapError(f"{args.efficiency} is for {eff.model}, not {args.model}")
+        relative = eff.relative
     with open_device_from_args(args, seed=args.seed) as device:
         precision = args.precision or "fp32"
         profile = profile_precisions(
@@ -161,21 +167,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print(profile_summary(profile))
     print(f"  wrote {args.output}")
     return 0
-
-
-def _relative(args: argparse.Namespace) -> Any:
-    """r(b) from --efficiency (the same model), for the efficient sweep to prune with."""
-    from undercap.artifacts import load_efficiency
-    from undercap.errors import UndercapError
-
-    if args.efficiency is None:
-        return None
-    if args.power_limit is None or args.full:
-        raise UndercapError("--efficiency prunes the efficient sweep: give --power-limit W")
-    eff = load_efficiency(args.efficiency)
-    if eff.model != args.model:
-        raise UndercapError(f"{args.efficiency} is for {eff.model}, not {args.model}")
-    return eff.relative
 
 
 def cmd_plot_profile(args: argparse.Namespace) -> int:

@@ -64,27 +64,6 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_estimate_args(g: argparse._ArgumentGroup) -> None:
-    """The r(b) estimates' seeds and target, their jobs or Ray, and where runs are kept."""
-    g.add_argument(
-        "--estimate-seeds", type=seeds_arg, help="seeds of the r(b) estimates, e.g. 3 or 0,1,2"
-    )
-    g.add_argument(
-        "--proxy-accuracy",
-        type=fraction,
-        help="target accuracy on the proxy (default: the target's)",
-    )
-    g.add_argument(
-        "--jobs", type=positive_int, default=1, help="parallel estimate runs (default 1)"
-    )
-    add_executor_args(g)
-    g.add_argument(
-        "--cache-dir",
-        type=Path,
-        help="cache of profiles, estimates and runs (default OUTPUT/cache)",
-    )
-
-
 def add_training_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training")
     g.add_argument(
@@ -125,7 +104,23 @@ def add_training_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--torch-device", default="auto", help="auto, cpu or cuda[:N]")
     g.add_argument("--deterministic", action="store_true", help=DETERMINISTIC_HELP)
-    _add_estimate_args(g)
+    g.add_argument(
+        "--estimate-seeds", type=seeds_arg, help="seeds of the r(b) estimates, e.g. 3 or 0,1,2"
+    )
+    g.add_argument(
+        "--proxy-accuracy",
+        type=fraction,
+        help="target accuracy on the proxy (default: the target's)",
+    )
+    g.add_argument(
+        "--jobs", type=positive_int, default=1, help="parallel estimate runs (default 1)"
+    )
+    add_executor_args(g)
+    g.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="cache of profiles, estimates and runs (default OUTPUT/cache)",
+    )
     add_objective_args(g)
     add_margin_arg(g)
     g.add_argument("--no-progress", action="store_true", help="no progress bars")

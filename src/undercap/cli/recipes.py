@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from undercap import defaults
-from undercap.cli import recipe_args as R
 from undercap.cli.cap_args import add_schedule_args, cap_of, fixed_cap, power_limits
 from undercap.cli.common import (
     add_device_args,
@@ -24,7 +23,7 @@ from undercap.cli.common import (
 )
 from undercap.cli.estimate import seeds_arg
 from undercap.cli.outputs import add_output
-from undercap.cli.recipe_args import add_data_args, add_training_args
+from undercap.cli.recipe_args import add_data_args, add_proxy_arg, add_training_args, proxy_fields
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_device_args(r)
     add_data_args(r)
-    R.add_proxy_arg(r, required=False)
+    add_proxy_arg(r, required=False)
     add_slice_args(r, of="the target's own")
     r.add_argument(
         "--power-limit",
@@ -85,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_device_args(c)
     add_data_args(c)
-    R.add_proxy_arg(c, required=True)
+    add_proxy_arg(c, required=True)
     c.add_argument(
         "--power-limits",
         type=power_limits,
@@ -224,7 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     shared = _shared(args)
     cfg = RunConfig(
         **shared,
-        **R.proxy_fields(args, target=shared["target"]),
+        **proxy_fields(args, target=shared["target"]),
         cap=cap_of(args),  # one value (train/cap.py), from the one of three flags given
         target_accuracy=args.target_accuracy,
         proxy_fraction=args.proxy_fraction,
@@ -247,7 +246,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _check_common(args)
     cfg = CompareConfig(
         **_shared(args),
-        **R.proxy_fields(args, single=True),
+        **proxy_fields(args, single=True),
         power_limits_w=tuple(args.power_limits),
         seeds=tuple(args.seeds),
         target_accuracy=args.target_accuracy,

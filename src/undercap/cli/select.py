@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_objective_choice(p)
     add_margin_arg(p)
-    add_precision_arg(p, default=None)
+    add_precision_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_select)
 

@@ -20,40 +20,33 @@ def data_spec(
     from undercap.errors import UndercapError
     from undercap.models import model_spec
 
-    if args.dataset is None:
-        if not selection_data:
-            raise UndercapError("--dataset is required (or a selection written by `run`)")
-        return _selection_data(args, selection_data)
-    shape_ = args.input_shape
-    spec = model_spec(model)
-    if shape_ is None and not spec.is_sequence:
-        shape_ = spec.default_input_shape
-    return DataSpec(
-        args.dataset,
-        data_dir=args.data_dir,
-        input_shape=shape_,
-        context=args.context or DataSpec.context,
-        limit=args.limit,
-        task=args.task,
-    )
-
-
-def _selection_data(args: argparse.Namespace, data: Dict[str, Any]) -> Any:
-    from undercap.data.spec import DataSpec
-    from undercap.errors import UndercapError
-
-    d = dict(data)
+    if args.dataset is not None:
+        shape_ = args.input_shape
+        spec = model_spec(model)
+        if shape_ is None and not spec.is_sequence:
+            shape_ = spec.default_input_shape
+        return DataSpec(
+            args.dataset,
+            data_dir=args.data_dir,
+            input_shape=shape_,
+            context=args.context or DataSpec.context,
+            limit=args.limit,
+            task=args.task,
+        )
+    if not selection_data:
+        raise UndercapError("--dataset is required (or a selection written by `run`)")
+    d = dict(selection_data)
     d["input_shape"] = tuple(d["input_shape"]) if d.get("input_shape") else None
     given = {k: getattr(args, k) for k in DATA_FLAGS if getattr(args, k) is not None}
     d.update(given)
-    spec = DataSpec(**d)
-    if spec.data_dir is not None and not Path(spec.data_dir).is_dir():
+    data = DataSpec(**d)
+    if data.data_dir is not None and not Path(data.data_dir).is_dir():
         raise UndercapError(
-            f"the selection's data folder {spec.data_dir} does not exist here: "
+            f"the selection's data folder {data.data_dir} does not exist here: "
             "pass --data-dir DIR (where the target data is on this machine)"
         )
-    where = f" under {Path(spec.data_dir).resolve()}" if spec.data_dir else ""
+    where = f" under {Path(data.data_dir).resolve()}" if data.data_dir else ""
     flags = ", ".join("--" + k.replace("_", "-") for k in given)
     how = f"{flags} from the command line" if given else "all from the selection"
-    print(f"data: {spec.label}{where} ({how})", file=sys.stderr)
-    return spec
+    print(f"data: {data.label}{where} ({how})", file=sys.stderr)
+    return data

@@ -110,6 +110,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
+#: (folder, training files, test files, label key, classes)
 _CIFAR = {
     "cifar10": (
         "cifar-10-batches-py",
@@ -117,16 +118,8 @@ _CIFAR = {
         ["test_batch"],
         b"labels",
         10,
-        "CIFAR-10 python version (cifar-10-python.tar.gz)",
     ),
-    "cifar100": (
-        "cifar-100-python",
-        ["train"],
-        ["test"],
-        b"fine_labels",
-        100,
-        "CIFAR-100 python version (cifar-100-python.tar.gz)",
-    ),
+    "cifar100": ("cifar-100-python", ["train"], ["test"], b"fine_labels", 100),
 }
 
 
@@ -156,7 +149,8 @@ def _cifar_file(
 
 
 def read_cifar(root: Path, name: str) -> RawImages:
-    sub, train_files, test_files, key, n_cls, expected = _CIFAR[name]
+    sub, train_files, test_files, key, n_cls = _CIFAR[name]
+    expected = f"CIFAR-{n_cls} python version (cifar-{n_cls}-python.tar.gz)"
     folder = root / sub if (root / sub).is_dir() else root
     parts = [_cifar_file(folder / f, key, name, expected) for f in train_files + test_files]
     n_tr = len(train_files)
@@ -243,15 +237,9 @@ def _read_idx(path: Path) -> np.ndarray:
 
 
 def read_idx_dataset(root: Path, name: str) -> RawImages:
-    x, y, xt, yt = [
-        _read_idx(_find_idx(root, name, stem))
-        for stem in (
-            "train-images-idx3-ubyte",
-            "train-labels-idx1-ubyte",
-            "t10k-images-idx3-ubyte",
-            "t10k-labels-idx1-ubyte",
-        )
-    ]
+    kinds = ("images-idx3-ubyte", "labels-idx1-ubyte")
+    stems = [f"{split}-{kind}" for split in ("train", "t10k") for kind in kinds]
+    x, y, xt, yt = [_read_idx(_find_idx(root, name, stem)) for stem in stems]
     for imgs, labels in ((x, y), (xt, yt)):
         if imgs.ndim != 3 or labels.ndim != 1:
             raise DataError(

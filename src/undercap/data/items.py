@@ -1,12 +1,10 @@
 """The items of a user's `py:` dataset before they become tensors (data/user.py), and
 what the Hugging Face-style ones say beyond input and label.
 
-A dict item (`{"input_ids", "attention_mask", "token_type_ids", "labels"}`, what a
-tokenizer and a `datasets.Dataset` in torch format give) tells the task where its
-labels decide it (`task_of`) and the padding: the one token id under every zero of the
-attention masks (`pad_id`), from which the CLI, which keeps token ids only, rebuilds a
-Hugging Face model's attention mask (models/hfinputs.py). `token_type_ids` other than 0
-(sentence pairs) are not kept: an error says so. See docs/guides/hugging-face.md.
+A dict item (`{"input_ids", "attention_mask", "token_type_ids", "labels"}`, as a
+tokenizer gives it) tells the task (`task_of`) and the padding id (`pad_id`), from which
+the CLI, which keeps token ids only, rebuilds a Hugging Face model's attention mask
+(models/hfinputs.py). See docs/guides/hugging-face.md.
 """
 
 from collections.abc import Mapping

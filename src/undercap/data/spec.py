@@ -54,7 +54,7 @@ class DataSpec:
         """A readable name: the spec plus any subset/split/shape."""
         extra = []
         if self.slice_fraction is not None:
-            extra.append(f"{100 * self.slice_fraction:.3g}% slice, slice seed {self.slice_seed}")
+            extra.append(f"{pct(self.slice_fraction)} slice, slice seed {self.slice_seed}")
         if self.limit is not None:
             extra.append(f"{self.limit}-sample subset")
         if self.seed:

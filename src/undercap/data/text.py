@@ -73,13 +73,11 @@ def windows(ids: np.ndarray, context: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return w[:, :-1].contiguous(), w[:, 1:].contiguous()
 
 
-def split_windows(
-    n: int, seed: int, train_frac: float = 0.9, limit: Optional[int] = None
-) -> Tuple[np.ndarray, np.ndarray]:
+def split_windows(n: int, seed: int, limit: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
     """Seeded 90/10 split of n windows; `limit` keeps a seeded random subset of at
     most `limit` train and limit // 9 test windows spread over the whole corpus."""
     perm = np.random.default_rng(seed).permutation(n)
-    k = min(max(int(round(train_frac * n)), 1), n - 1)
+    k = min(max(int(round(0.9 * n)), 1), n - 1)
     tr, te = perm[:k], perm[k:]
     if limit is not None:
         tr, te = tr[:limit], te[: max(limit // 9, 1)]

@@ -1,19 +1,10 @@
 """Users' datasets by import path: `py:package.module:factory`, `py:path/to/file.py:factory`.
 
-The factory returns `(train, test)`: two map-style torch datasets (`__len__` and
-`__getitem__`) of `(input, label)` pairs or of dicts (`{"input_ids", "labels"}`,
-models/outputs.py; data/items.py reads their extras), read once into tensors like every
-built-in format (data.base.Splits). What the items hold decides the kind:
-
-* "samples": a float input of any shape and one class label;
-* "sequences": integer token ids in, one label per input;
-* "tokens": token ids in and a label per position, scored per token (next-token, token
-  classification, masked LM; seq2seq items are packed as (2, T): models/hfinputs.py).
-  A Hugging Face causal-LM item's labels (its input ids, or none) are shifted to the
-  next token, the last position -100 (not scored).
-
-The class count is the dataset's `num_classes`, else `len(classes)`, else 1 + the
-largest label. Every problem is one DataError line naming the factory and what was
+The factory returns `(train, test)`, two map-style torch datasets of `(input, label)`
+pairs or dicts (models/outputs.py; data/items.py reads their extras), read once into
+tensors (data.base.Splits). The items decide the kind: "samples" (a float input, one
+label), "sequences" (token ids, one label) or "tokens" (token ids, a label per
+position). Every problem is one DataError line naming the factory and what was
 expected. See docs/guides/own-code.md and docs/guides/hugging-face.md.
 """
 
@@ -173,7 +164,7 @@ def _kind(x: torch.Tensor, y: torch.Tensor, text: str) -> str:
 
 
 def _num_classes(out: Any, y_tr: torch.Tensor, y_te: torch.Tensor, text: str) -> int:
-    """The declared class count (checked against the labels), else 1 + the largest."""
+    """The train split's `num_classes` or `len(classes)` (checked), else 1 + the largest label."""
     largest = int(max(y_tr.max(), y_te.max()))
     declared = getattr(out[0], "num_classes", None)
     if declared is None and hasattr(out[0], "classes"):

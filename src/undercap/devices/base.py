@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from undercap import defaults
 from undercap.artifacts.workload import Workload
 from undercap.errors import DeviceError, DevicePermissionError
 
@@ -195,8 +196,6 @@ def power_window_s(device: Device) -> float:
     """The power window the guard judges and a profile measures several of: the robust
     peak's window (devices/sampler.py), widened to hold SENSOR_UPDATES_PER_WINDOW fresh
     sensor readings where the sensor updates slowly (a 1 s NVML average: 2 s)."""
-    from undercap import defaults
-
     try:
         update = float(device.sensor_update_interval_s())
     except Exception:  # a backend that cannot say: the data-sheet default
@@ -219,7 +218,7 @@ class _TerminatedError(SystemExit):
 
 
 @contextlib.contextmanager
-def _handling(sigs: List[int], handler: Any) -> Iterator[None]:
+def handling_signals(sigs: List[int], handler: Any) -> Iterator[None]:
     """`handler` for `sigs` while the block runs. Signal handlers can only be
     installed from the main thread; elsewhere the caller's handlers stay."""
     if threading.current_thread() is not threading.main_thread():
@@ -249,20 +248,16 @@ def controlled(device: Device) -> Iterator[Device]:
     deferred until restoration finished."""
     state = device.save_state()
     try:
-        with _handling(_TERMINATING, _raise_terminated):
+        with handling_signals(_TERMINATING, _raise_terminated):
             yield device
     finally:
-        _restore_uninterruptibly(device, state)
-
-
-def _restore_uninterruptibly(device: Device, state: Dict[str, Any]) -> None:
-    pending: List[int] = []
-    with _handling([signal.SIGINT, signal.SIGTERM], lambda n, _f: pending.append(n)):
-        device.restore_state(state)
-    if pending:  # re-deliver what arrived while we were restoring
-        if pending[0] == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise _TerminatedError(128 + pending[0])
+        pending: List[int] = []
+        with handling_signals([signal.SIGINT, signal.SIGTERM], lambda n, _f: pending.append(n)):
+            device.restore_state(state)
+        if pending:  # re-deliver what arrived while we were restoring
+            if pending[0] == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise _TerminatedError(128 + pending[0])
 
 
 @contextlib.contextmanager

@@ -26,8 +26,7 @@ from undercap.devices.base import Device, DeviceInfo, torch_cuda_synchronize
 from undercap.devices.state import RestoresOnCrash, read_boot_id, state_dir, state_path
 from undercap.errors import DeviceError, DevicePermissionError
 
-# NVML return code name (nvml.h NVML_ERROR_*) -> what to do. NO_PERMISSION becomes a
-# DevicePermissionError, every other code a DeviceError.
+# NVML return code name (nvml.h NVML_ERROR_*) -> what to do (module docstring).
 _FIXES = {
     "NO_PERMISSION": "run as root (sudo); changing clocks needs root",
     "NOT_SUPPORTED": "this GPU or driver does not support it; leave out "
@@ -73,7 +72,6 @@ _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"
 
 
 def _field_value(v: Any) -> float:
-    """The number in a c_nvmlFieldValue_t, by its value type."""
     t = v.valueType
     member = _VALUE_MEMBERS[t] if 0 <= t < len(_VALUE_MEMBERS) else "uiVal"
     return float(getattr(v.value, member))
@@ -173,12 +171,9 @@ class NvmlDevice(RestoresOnCrash, Device):
             mems = self._call(nv.nvmlDeviceGetSupportedMemoryClocks, h, what="supported clocks")
             if not mems:
                 raise DeviceError(f"{self.name}: NVML lists no supported memory clocks")
-            self._mem_clock_mhz = int(max(mems))
+            mem = self._mem_clock_mhz = int(max(mems))
             gfx = self._call(
-                nv.nvmlDeviceGetSupportedGraphicsClocks,
-                h,
-                self._mem_clock_mhz,
-                what="supported graphics clocks",
+                nv.nvmlDeviceGetSupportedGraphicsClocks, h, mem, what="supported graphics clocks"
             )
             self._freqs = tuple(sorted({float(f) for f in gfx}))
         return self._freqs

@@ -178,10 +178,8 @@ class PowerSampler:
 
 
 class _VirtualSampling:
-    """Readings at virtual times t0 + k*dt up to the device clock (or the end of the
-    window once stopped), plus one at the window's end. A simulated reading depends
-    only on the device's recorded past and (seed, time), so readings are computed
-    when asked instead of stored."""
+    """Readings at virtual times t0 + k*dt, computed when asked (module docstring): a
+    simulated reading depends only on the device's recorded past and (seed, time)."""
 
     def __init__(self, device: Device, dt_s: float) -> None:
         self.device, self.dt = device, dt_s
@@ -201,7 +199,6 @@ class _VirtualSampling:
         return self.device.now_s() if self.t_end is None else self.t_end
 
     def _read(self, k0: int, end: float) -> Tuple[np.ndarray, np.ndarray]:
-        """The readings from the k0-th sample time up to `end`."""
         n = int(math.floor((end - self.t0) / self.dt + 1e-9)) + 1
         t = self.t0 + self.dt * np.arange(max(0, k0), n)
         if t.size == 0 or end - t[-1] > 1e-9:  # a last reading at the window's end

@@ -6,7 +6,6 @@ real hardware first writes the settings it is about to change to a state file he
 and removes it once they are back. `undercap restore` replays a file that was left
 behind (devices.factory.replay reopens the device). Writes are atomic (temp file +
 rename, artifacts.io.write_atomic), so a crash while writing never leaves half a file.
-`RestoresOnCrash` is the logic the Jetson and NVML backends share.
 
 One file per device, `state-<device>.json`, in `$UNDERCAP_STATE_DIR`, else
 `<root>/var/lib/undercap` (`<root>`: `/` on a real board, the copied tree in tests).

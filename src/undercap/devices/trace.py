@@ -3,19 +3,12 @@
 `trace:<file.csv>` opens a board's measured training costs as a device, so that
 profile -> select -> train runs on measured numbers instead of the simulator's model,
 for the measured configurations only (the format, with an example:
-docs/concepts/simulated.md, "Replaying measured numbers instead"). One row per
-configuration, one board per file:
-
-    board,model,batch_size,freq_mhz,time_per_sample_s,power_w
-    jetson-nano,resnet18,32,921.6,0.0151,6.2
-
-`board` is a bundled simulated device whose idle power, memory, rail and sensor noise
-the replay keeps; `model` the workload's name as `undercap profile --model` takes it;
-time_per_sample_s in s per training sample, power_w the mean board input power in W.
-Every batch size of a model must be measured at every clock of the file (the device's
-frequency table); a batch size the file lacks is treated as one that does not fit.
-Readings and the virtual clock work as on the simulated device; its outputs are
-labelled as replayed measurements, not as a board.
+docs/concepts/simulated.md, "Replaying measured numbers instead"). One row (COLUMNS) per
+configuration, one board per file; `board` is a bundled simulated device whose idle
+power, memory, rail, sensor noise and virtual clock the replay keeps; `model` the
+workload's name as `undercap profile --model` takes it; time_per_sample_s in s per
+training sample, power_w the mean board input power in W. Every batch size of a model
+must be measured at every clock of the file (the device's frequency table).
 """
 
 import csv

@@ -78,7 +78,8 @@ class _Runner:
         out: Dict[Tuple[int, int], Record] = {}
         todo: List[Job] = []
         for b, s in pairs:
-            rec = self._finished(b, s)
+            entry = self.cache.entry(RUN_KIND, run_key(self.fingerprint, b, s))
+            rec = None if self.fresh or entry is None else entry.load_json()
             if rec is not None and covers(rec, target, self.cfg.max_samples, patience):
                 out[(b, s)] = rec
                 self.reused += 1
@@ -96,10 +97,6 @@ class _Runner:
         self.skipped = sorted(set(self.skipped) | {(j.batch_size, j.seed) for j in todo} - set(out))
         self.bar.update(len(todo) - sum(1 for j in todo if (j.batch_size, j.seed) in out))
         return out
-
-    def _finished(self, b: int, seed: int) -> Optional[Record]:
-        entry = self.cache.entry(RUN_KIND, run_key(self.fingerprint, b, seed))
-        return None if self.fresh or entry is None else entry.load_json()
 
     def _job(self, b: int, seed: int, target: Optional[float], patience: Optional[int]) -> Job:
         return Job(
@@ -304,8 +301,6 @@ def _hopeless(rec: Record, target: Optional[float], cfg: EstimateConfig) -> bool
     if target is None or rec["samples_trained"] < cfg.max_samples:
         return False
     curve = curve_within(rec, cfg.max_samples)
-    if first_crossing(curve, target) is not None:
-        return False
     return max([a for _, a in curve] + [0.0]) < target - defaults.ESTIMATE_HOPELESS_GAP
 
 

@@ -84,9 +84,7 @@ def _cost(chosen: List[Record]) -> Dict[str, Any]:
     return {
         "runs": len(chosen),
         "samples_trained": sum(int(r["samples_trained"]) for r in chosen),
-        "wall_s": sum(float(r["wall_s"]) for r in chosen),
-        "train_wall_s": sum(float(r["train_wall_s"]) for r in chosen),
-        "eval_wall_s": sum(float(r["eval_wall_s"]) for r in chosen),
+        **{k: sum(float(r[k]) for r in chosen) for k in ("wall_s", "train_wall_s", "eval_wall_s")},
     }
 
 

@@ -103,10 +103,6 @@ class EstimateConfig(UserCode, _Estimated):
             raise UndercapError("--eval-every must be a positive number of samples")
         if self.precision not in defaults.PRECISIONS:
             raise UndercapError(f"--precision {self.precision!r}: use fp32, fp16 or bf16")
-        self._validate_schedule()
-        self.recipe_for(self.b_max).validate()
-
-    def _validate_schedule(self) -> None:
         if self.eval_every_samples > self.max_samples:
             raise UndercapError(
                 f"--eval-every {self.eval_every_samples} is coarser than the sample budget "
@@ -127,6 +123,7 @@ class EstimateConfig(UserCode, _Estimated):
                 f"--screen-samples {subset} is larger than the {split} held-out "
                 "samples evaluated (--eval-max-samples)"
             )
+        self.recipe_for(self.b_max).validate()
 
     def sparse_params(self, torch_device: str) -> SparseParams:
         """The sparse schedule's knobs; far jumps replay from a checkpoint only where

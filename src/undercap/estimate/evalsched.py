@@ -5,14 +5,10 @@ Dense evaluation (train.loop.Trainer.run) scores the whole held-out split at eve
 point; N(b) is the first grid point whose accuracy is >= the target. This schedule
 reports the same grid point while evaluating the whole split at only a few:
 
-* Sequential looks (train/loop/evalplan.Check, shared with device runs): a look scores
-  the split (in a seeded random order) batch by batch and rules the point out once the
-  items scored have a mean plus `z` standard errors below the threshold: m draws without
-  replacement from N items, sqrt(v / m) * sqrt((N - m) / (N - 1)) (Cochran, Sampling
-  Techniques, 3rd ed. 1977, Sec. 2.5), v the largest variance of a [0, 1] metric at the
-  threshold (Bhatia-Davis bound), or a Student t margin from the items' own spread
-  (train/loop/scoring.ItemSpread); K checks at z = Phi^-1(1 - look_error / K)
-  (Bonferroni). A look no check stops is the whole evaluation: N(b) reads those alone.
+* Sequential looks (train/loop/evalplan.Check, shared with device runs) rule a point
+  out once the items scored fall `z` standard errors below the threshold (Cochran's
+  error without replacement, a Bhatia-Davis or Student t variance, Bonferroni's z: as
+  cited there). A look no check stops is the whole evaluation: N(b) reads those alone.
 * Far jumps with replay (CPU): while a look shows the run `far_gap` below the target,
   the next look is `growth` times later and a checkpoint is kept; the first look that
   is not far restores it and looks at every grid point from there (CPU training is

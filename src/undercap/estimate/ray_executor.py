@@ -4,10 +4,9 @@ Each (proxy, b, seed) run is one Ray task asking for `cpus_per_run` CPUs (its to
 threads, pinned in the task) and, for CUDA runs, one GPU. Without an address a local Ray
 is started and shut down at the end; with one, the driver joins that cluster and leaves
 it running. What the local pool guarantees holds here too (docs/guides/cluster.md): a
-task runs the very `runs.run_job` on the same Job (same N(b)); the driver caches records
-as they come back (workers need none of its disk; an interrupted estimate resumes); Ray
-retries a dead worker's run (`max_retries`: system failures only); runs are submitted as
-the cluster has room, so a hopeless batch size stops new runs.
+task runs the very `runs.run_job` on the same Job (same N(b)), and the driver caches
+each record as it comes back, so workers need none of its disk and an interrupted
+estimate resumes.
 
 Ray is imported here only: `import undercap.estimate` and the light device install
 never import it (tests/test_ray_estimate.py checks).
@@ -32,7 +31,6 @@ LOCAL = None  # no address: a local Ray of this process
 
 
 def _run_task(job: Job, threads: int, weights: List[Any], version: str) -> Record:
-    """The body of one Ray task (on whichever node Ray chose)."""
     import torch
 
     if version != __version__:  # a node with other code would give other runs
@@ -135,7 +133,8 @@ class RayRuns:
 
     def run(self, todo: List[Job], skip: Callable[[Job], bool]) -> Iterator[Record]:
         """Run the jobs as tasks, yielding each record once it is in the cache; `skip`
-        is asked for each job just before it is submitted."""
+        is asked for each job just before it is submitted (as the cluster has room, so a
+        hopeless batch size stops new runs)."""
         pending, inflight = list(todo), {}
         try:
             while pending or inflight:

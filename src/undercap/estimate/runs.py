@@ -7,6 +7,7 @@ estimate.config.run_key) from whichever process ran it, so finished work survive
 SIGKILL of the parent and an interrupted estimate resumes.
 """
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -92,13 +93,11 @@ def init_worker(threads: int, data: DataSpec, device: str) -> None:
     import torch
 
     torch.set_num_threads(threads)
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         import ctypes
         import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
     _splits(data, device)
     import undercap.models  # noqa: F401  (imported here so runs time only the training)
 
@@ -184,12 +183,9 @@ def _eval_style(job: Job, splits: Any, sparse: Optional[SparseParams]) -> Dict[s
 
 def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
     """The sparse schedule with the items between a look's checks (screen_samples) that
-    fit the held-out split, or None (dense). With fewer than MIN_CHECKS checks a look
-    rarely stops early and replays only add training (benchmarks/results/estimate_cost.md),
-    so on a CPU a split too small for MIN_CHECKS checks is checked more often, down to
-    MIN_CHECK_ITEMS a check; a smaller one, or one too small for a spacing the user chose,
-    runs dense. A GPU checks at its batches of 512 and never replays, so its far looks
-    save whole evaluations at any split size (docs/concepts/evaluation.md)."""
+    fit the held-out split, or None (dense): with fewer than MIN_CHECKS checks a look
+    rarely stops early and replays only add training (benchmarks/results/estimate_cost.md).
+    Small splits and GPUs: docs/concepts/evaluation.md."""
     if job.sparse is None:
         return None
     n_items, every = _eval_items(splits, job), job.sparse.screen_samples
@@ -198,7 +194,7 @@ def _effective_sparse(job: Job, splits: Any) -> Optional[SparseParams]:
             f"--screen-samples {every} is larger than the "
             f"{n_items} held-out samples of {job.data.dataset}"
         )
-    if job.torch_device != "cpu":
+    if job.torch_device != "cpu":  # no replays: far looks save evaluations at any size
         return dataclasses.replace(job.sparse, screen_samples=max(every, EVAL_BATCH))
     if check_count(n_items, every) < MIN_CHECKS and not job.screen_explicit:
         every = max(int(LAST_CHECK * n_items) // MIN_CHECKS, 1)

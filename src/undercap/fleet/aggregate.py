@@ -72,7 +72,9 @@ def fednova(
     a = np.array([normaliser(u.local_steps, momentum) for u in updates])
     tau_eff = float(np.dot(p, a))
     trainable = [True] * len(global_arrays) if trainable is None else list(trainable)
-    _check_shapes(global_arrays, updates, trainable)
+    if len(trainable) != len(global_arrays):
+        raise ValueError("one trainable flag per array")
+    _check_shapes(global_arrays, updates)
     out = []
     for k, x in enumerate(global_arrays):
         xs = [np.asarray(u.arrays[k]) for u in updates]
@@ -89,7 +91,7 @@ def fedavg(global_arrays: Sequence[np.ndarray], updates: Sequence[NodeUpdate]) -
     """Plain FedAvg (McMahan et al. 2017): the data-weighted mean of the nodes'
     arrays, for comparison (biased under unequal local steps)."""
     p = shares(updates)
-    _check_shapes(global_arrays, updates, [True] * len(global_arrays))
+    _check_shapes(global_arrays, updates)
     return [
         _average([np.asarray(u.arrays[k]) for u in updates], p, np.asarray(x).dtype)
         for k, x in enumerate(global_arrays)
@@ -109,11 +111,7 @@ def _average(xs: Sequence[np.ndarray], p: np.ndarray, dtype: np.dtype) -> np.nda
     return np.asarray(mean).astype(dtype)
 
 
-def _check_shapes(
-    global_arrays: Sequence[np.ndarray], updates: Sequence[NodeUpdate], trainable: Sequence[bool]
-) -> None:
-    if len(trainable) != len(global_arrays):
-        raise ValueError("one trainable flag per array")
+def _check_shapes(global_arrays: Sequence[np.ndarray], updates: Sequence[NodeUpdate]) -> None:
     for i, u in enumerate(updates):
         if len(u.arrays) != len(global_arrays):
             raise ValueError(f"node {i} sent {len(u.arrays)} arrays, expected {len(global_arrays)}")

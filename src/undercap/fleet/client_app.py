@@ -1,12 +1,9 @@
 """The Flower ClientApp: one per device (a SuperNode on a Jetson, or a virtual node in
-Flower's simulation). `flwr run` loads `undercap.fleet.client_app:app`.
-
-* `@app.query()`: the node profiles the model on its device (its own t(b, f), P(b, f);
-  cached, so once per node) and measures its idle power; it replies with the profile,
-  its cap (and schedule), and how many training examples it holds.
-* `@app.train()`: the node loads the global weights, runs the round the server planned
-  for it under its own cap with the power guard (local.py), and replies with the
-  updated weights and what it measured (records.NodeRound's fields).
+Flower's simulation). `flwr run` loads `undercap.fleet.client_app:app`. Its query
+profiles the model on the node's device (its own t(b, f), P(b, f); cached, so once per
+node) and measures its idle power; its train runs the round the server planned for the
+node under its own cap with the power guard (local.py) and replies with the updated
+weights and what it measured (records.NodeRound's fields).
 
 The node is described by its node config (spec.node_from_config); in simulation by the
 fleet file's entry at its `partition-id`. The server sends the rest (model, data, seed).
@@ -84,8 +81,7 @@ def train(msg: Message, context: Context) -> Message:
     model, _ = initial_model(task.model, splits, init_seed=task.seed, pretrained=None)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     schedule = load_node_schedule(node.power_schedule)
-    seed = int(setup["seed"])
-    with _open(node, seed * 1000 + pid + 1) as device:  # its own sensor noise
+    with _open(node, int(setup["seed"]) * 1000 + pid + 1) as device:  # its own sensor noise
         # re-selection at every change of a schedule needs the profile
         profile = None if schedule is None else _profile(device, setup)
         metrics = run_round(

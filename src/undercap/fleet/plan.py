@@ -128,13 +128,12 @@ def split_work(
         return ()
     if round_work <= 0 or not math.isfinite(round_work):
         raise UndercapError(f"round work must be a positive number of samples, got {round_work}")
-    n = len(times_per_sample_s)
     if balanced:
         speed = sum(1.0 / (t * r) for t, r in zip(times_per_sample_s, relative))
         duration_s = round_work / speed
         samples = [duration_s / t for t in times_per_sample_s]
     else:
-        samples = [r * round_work / n for r in relative]
+        samples = [r * round_work / len(times_per_sample_s) for r in relative]
     return tuple(max(1, int(round(s / b))) for s, b in zip(samples, batch_sizes))
 
 

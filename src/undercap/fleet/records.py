@@ -65,9 +65,7 @@ class RoundRecord:
         return sum(n.energy_j + n.idle_energy_j for n in self.nodes)
 
     def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        d["energy_j"] = self.energy_j
-        return d
+        return {**asdict(self), "energy_j": self.energy_j}
 
 
 def with_idle(nodes: List[NodeRound]) -> Tuple[Tuple[NodeRound, ...], float]:

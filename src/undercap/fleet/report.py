@@ -123,13 +123,11 @@ def write_results(
 def plot_fleet(result: FleetResult, path: Union[str, Path], *, log: Any = None) -> Optional[Path]:
     """Three panels over rounds, one line per node: device time (the round's length
     dashed), idle time, and peak power as a fraction of the node's own cap."""
-    from undercap.errors import MissingExtraError
+    from undercap.report.figures import save_figure
 
     try:
         from matplotlib.figure import Figure
-
-        from undercap.report.figures import save_figure
-    except (ImportError, MissingExtraError) as e:  # the plot extra is optional
+    except ImportError as e:  # the plot extra is optional
         if log:
             log(f"note: no fleet figure ({e})")
         return None
@@ -138,9 +136,10 @@ def plot_fleet(result: FleetResult, path: Union[str, Path], *, log: Any = None) 
     for name in [n["name"] for n in result.fleet.get("nodes", [])]:
         rs = _rounds_of(result, name)
         x = [n.round for n in rs]
+        share = [n.peak_power_w / n.power_limit_w if n.power_limit_w else float("nan") for n in rs]
         axes[0].plot(x, [n.device_time_s for n in rs], marker=".", label=name)
         axes[1].plot(x, [n.idle_s for n in rs], marker=".")
-        axes[2].plot(x, [_cap_share(n) for n in rs], marker=".")
+        axes[2].plot(x, share, marker=".")
     rounds = [r.round for r in result.rounds]
     axes[0].plot(rounds, [r.round_s for r in result.rounds], "k--", label="round")
     axes[2].axhline(1.0, color="r", lw=1)
@@ -152,7 +151,3 @@ def plot_fleet(result: FleetResult, path: Union[str, Path], *, log: Any = None) 
     sim = " - SIMULATED devices" if result.simulated else ""
     fig.suptitle(f"{result.config.get('model')}: fleet plan {result.mode}{sim}", fontsize=10)
     return save_figure(fig, path)
-
-
-def _cap_share(n: NodeRound) -> float:
-    return n.peak_power_w / n.power_limit_w if n.power_limit_w else float("nan")

@@ -120,11 +120,10 @@ def node_from_config(
     pid = int(node_config.get("partition-id", 0))
     n_parts = int(node_config.get("num-partitions", 1))
     if "device" in node_config:
-        where = "node config"
         node = NodeSpec(
             name=str(node_config.get("name", f"node-{pid}")),
             device=str(node_config["device"]),
-            power_limit_w=parse_limit(node_config.get("power-limit-w"), where),
+            power_limit_w=parse_limit(node_config.get("power-limit-w"), "node config"),
             power_schedule=node_config.get("power-schedule") or None,
             read_only=str(node_config.get("read-only", "false")).strip().lower() == "true",
         )

@@ -2,11 +2,13 @@
 and measured workloads.
 
 Importing this package is torch-free (the registry names factories by import path);
-`build_model`, `workload_of` and the weights helpers import torch when called.
+`build_model` imports torch when called, the names in _LAZY when first used (PEP 562).
 """
 
-from typing import Any, Dict, Sequence
+import importlib
+from typing import Any, Sequence
 
+from undercap._compat import lazy_module_attributes
 from undercap.models.registry import MODEL_NAMES, TASKS, ModelSpec, model_spec
 
 __all__ = [
@@ -20,6 +22,13 @@ __all__ = [
     "save_weights",
     "workload_of",
 ]
+#: the names loaded from their module on first use
+_LAZY = {
+    "workload_of": "undercap.models.workload",
+    "initial_model": "undercap.models.weights",
+    "load_weights": "undercap.models.weights",
+    "save_weights": "undercap.models.weights",
+}
 
 
 def build_model(name: str, *, num_classes: int, input_shape: Sequence[int]) -> Any:
@@ -28,25 +37,10 @@ def build_model(name: str, *, num_classes: int, input_shape: Sequence[int]) -> A
     return model_spec(name).build(num_classes=num_classes, input_shape=input_shape)
 
 
-def workload_of(model: Any, name: str, input_shape: Sequence[int], task: Any = None) -> Any:
-    from undercap.models.workload import workload_of as _workload_of
-
-    return _workload_of(model, name, input_shape, task)
-
-
-def initial_model(*args: Any, **kwargs: Any) -> Any:
-    from undercap.models.weights import initial_model as _initial_model
-
-    return _initial_model(*args, **kwargs)
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'undercap.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
 
 
-def load_weights(model: Any, path: Any) -> Any:
-    from undercap.models.weights import load_weights as _load_weights
-
-    return _load_weights(model, path)
-
-
-def save_weights(model: Any, path: Any, meta: Dict[str, Any]) -> Any:
-    from undercap.models.weights import save_weights as _save_weights
-
-    return _save_weights(model, path, meta)
+lazy_module_attributes(__name__, __getattr__)  # Python 3.6 (JetPack 4.6): no PEP 562

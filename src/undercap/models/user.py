@@ -28,12 +28,12 @@ def is_import_path(text: str) -> bool:
 
 
 def split(text: str, what: str) -> Tuple[str, str]:
-    module, sep, attr = text.rpartition(":")
-    if not (sep and module and attr.isidentifier()):
+    if not is_import_path(text):
         raise UndercapError(
             f"{what} {text!r} is not an import path: use package.module:function or "
             "path/to/file.py:function"
         )
+    module, _, attr = text.rpartition(":")
     return module, attr
 
 

@@ -124,8 +124,10 @@ def _count_step(
     fc, kc = (
         (flop_counter(), _KernelCounter()) if HAS_DISPATCH_MODE else (LegacyCounter(model),) * 2
     )
+    # mixed precision: bf16 on the CPU stands for fp16 too (module docstring)
+    cast = nullcontext() if precision == "fp32" else torch.autocast("cpu", dtype=torch.bfloat16)
     with fc, kc:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _counted_in(precision):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), cast:
             out = forward(model, task, x, y)
         loss = loss_of(out)
         if loss is None:
@@ -133,11 +135,6 @@ def _count_step(
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
     return _StepCounts(fc.get_total_flops(), sum(saved.values()), kc.bytes, kc.kernels)
-
-
-def _counted_in(precision: str) -> Any:
-    """Autocast for mixed precision: bf16 on the CPU stands for fp16 too (module docstring)."""
-    return nullcontext() if precision == "fp32" else torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def optimizer_kernels(model: nn.Module, optimizer: str) -> int:

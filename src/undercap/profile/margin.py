@@ -26,7 +26,7 @@ Selection treats (b, f) as feasible only when peak + margin <= limit (select/cor
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import numpy as np
 
@@ -81,18 +81,14 @@ def reading_noise_w(times_s: np.ndarray, power_w: np.ndarray, step_s: float) -> 
 
 
 def repeated_peaks(
-    times_s: np.ndarray,
-    power_w: np.ndarray,
-    piece_s: float,
-    window_s: float,
-    start_s: Optional[float] = None,
+    times_s: np.ndarray, power_w: np.ndarray, piece_s: float, window_s: float, start_s: float
 ) -> np.ndarray:
     """The robust peak of each consecutive piece of `piece_s` of the readings from
-    `start_s` (default: the first reading; whole pieces only): the "repeated windows" a
-    measurement's peak is checked over."""
+    `start_s` (whole pieces only): the "repeated windows" a measurement's peak is
+    checked over."""
     if times_s.size < 2 or piece_s <= 0:
         return np.empty(0)
-    t0 = float(times_s[0]) if start_s is None else float(start_s)
+    t0 = float(start_s)
     k = int(math.floor((float(times_s[-1]) - t0) / piece_s + 1e-9))
     peaks = []
     for i in range(k):

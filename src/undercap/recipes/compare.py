@@ -1,12 +1,8 @@
 """Baselines vs ours vs the oracle for one scenario (paper Sec. 5, Tables 2-4).
 
 A scenario is a model, a proxy and a target dataset, a device and a list of power
-limits. For each limit four methods pick a (batch size, frequency):
-
-* Baseline 1: the largest batch that fits, at the safe frequency;
-* Baseline 2: the batch minimising t(b, f_safe) * r_proxy(b), at the safe frequency;
-* ours (Algorithm 1): min over b of t(b, f_b) * r_proxy(b), f_b the highest feasible f;
-* oracle: the same with r_target(b), measured by training on the target at every b.
+limits. For each limit four methods pick a (batch size, frequency): Baselines 1 and 2,
+ours and the oracle (docs/concepts/method.md; select/).
 
 The safe frequency is derived, not typed in (recipes/baselines.py); r_proxy and
 r_target come from the same estimate on the proxy and on the target, from the same
@@ -109,8 +105,7 @@ class CompareConfig:
     baseline_precision: str = "fp32"
 
     def precisions(self, device: Any) -> tuple[str, ...]:
-        """What the profile measures: the baselines' precision and ours (auto: all the
-        device runs)."""
+        """What to profile in: the baselines' precision and ours (auto: all the device runs)."""
         ours = device.precisions() if self.precision == "auto" else (self.precision,)
         wanted = {*ours, self.baseline_precision}
         return tuple(p for p in defaults.PRECISIONS if p in wanted)
@@ -151,14 +146,10 @@ def choose_all(
             (select_ours(profile, relative_proxy, lim, margin_w=m, precision=precision), None),
             (oracle(profile, relative_target, lim, margin_w=m, precision=precision), None),
         ]
-        out += [_choice_record(c, safe) for c, safe in picks]
+        for c, safe in picks:  # as the comparison records it: score dropped, safe clock added
+            kept = {k: v for k, v in c.to_dict().items() if k in ChoiceRecord.__dataclass_fields__}
+            out.append(ChoiceRecord(**kept, safe_freq_mhz=safe))
     return out
-
-
-def _choice_record(c: Any, safe: Optional[float]) -> ChoiceRecord:
-    """A select.Choice as the comparison records it (score dropped, safe clock added)."""
-    fields = ChoiceRecord.__dataclass_fields__
-    return ChoiceRecord(**{k: v for k, v in c.to_dict().items() if k in fields}, safe_freq_mhz=safe)
 
 
 # --- the whole comparison ----------------------------------------------------------------

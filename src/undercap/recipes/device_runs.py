@@ -81,11 +81,9 @@ class DeviceTrainer:
                 cfg.model, cfg.target.dataset, s.loss, s.metric, *s.recipe_paths.values()
             ),
             **({"recipe": s.recipe_paths} if any(s.recipe_paths.values()) else {}),
-            # deterministic torch trains other kernels: not the same run (keys made
-            # before the switch existed stay valid)
+            # deterministic torch trains other kernels: another run (older keys stay valid)
             **({"deterministic": True} if s.deterministic else {}),
-            # which points were evaluated changes the evaluation time recorded, not the
-            # run (keys made before the sparse plan existed are dense runs)
+            # the points evaluated change the evaluation time, not the run (older keys: dense)
             **({"eval_schedule": "sparse"} if s.eval_schedule == "sparse" else {}),
             **({"precision": precision} if precision != "fp32" else {}),
             "lr": s.lr,

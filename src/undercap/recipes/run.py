@@ -177,9 +177,8 @@ def run(
     out = Path(out_dir)
     cache = Cache(cfg.cache_dir or out / "cache")
     check_slices(cfg)  # a slice too small for its classes: before the device is touched
-    # Device and profile first (the smallest batch size's stage, recipes/profiling.py):
-    # an unknown device or an infeasible limit fails before the (longer) estimate. The
-    # efficient sweep covers one limit: a cap that changes profiles every (b, f).
+    # Profile stage 1 first (recipes/profiling.py): an unknown device or an infeasible
+    # limit fails before the (longer) estimate. A cap that changes profiles every (b, f).
     ask = ProfileAsk(cfg, None if cfg.full_profile else fixed_limit_w(cfg.cap))
     profile = profile_stage(ask, cache, progress, log)
     limit = selection_limit(cfg.cap, profile, cfg.power_margin_w)  # what it selects for
@@ -194,9 +193,8 @@ def run(
     eff = run_efficiency(cfg, setup, cache, progress, log)  # several proxies: pooled
     profile = complete(ask, profile, eff.relative, cache, progress, log)  # stage 2, with r(b)
     selection = _selection(cfg, setup, profile, eff, limit)
-    device_run = _DeviceRun.of(
-        cfg, setup.torch_device, profile.in_precision(selection.precision), eff
-    )
+    chosen = profile.in_precision(selection.precision)
+    device_run = _DeviceRun.of(cfg, setup.torch_device, chosen, eff)
     device_run.check(selection, out)  # another run's training there: refused, nothing written
     save_efficiency_set(out / "efficiency.json", as_set(eff))  # one proxy: efficiency/1
     save_profile(out / "profile.json", profile)
@@ -250,14 +248,12 @@ class _DeviceRun:
 
     @classmethod
     def of(cls, cfg: RunConfig, torch_device: str, profile: Profile, eff: Efficiency) -> _DeviceRun:
-        reselector = None
-        if changes(cfg.cap):
-            reselector = reselector_for(
-                profile.with_margin(cfg.power_margin_w),
-                eff,
-                objective=cfg.objective,
-                energy_budget_j=cfg.energy_budget_j,
-            )
+        if not changes(cfg.cap):
+            return cls(cfg, torch_device)
+        margined = profile.with_margin(cfg.power_margin_w)
+        reselector = reselector_for(
+            margined, eff, objective=cfg.objective, energy_budget_j=cfg.energy_budget_j
+        )
         return cls(cfg, torch_device, reselector)
 
     def __call__(self, selection: Selection, folder: Path, progress: bool) -> TrainResult:
@@ -283,7 +279,7 @@ class _DeviceRun:
     ) -> tuple[TrainSpec, RunOptions]:
         ckpt = folder / "checkpoint"
         spec = TrainSpec.from_selection(selection, cap=self.cfg.cap, torch_device=self.torch_device)
-        options = RunOptions(
+        return spec, RunOptions(
             checkpoint_dir=ckpt,
             resume=(ckpt / "checkpoint.pt").exists(),  # a re-run continues (or returns) the run
             progress=progress,
@@ -297,7 +293,6 @@ class _DeviceRun:
             wait_hint="run the same command again (once power is back, or with a longer "
             "--max-wait-s) to go on from there",
         )
-        return spec, options
 
     @contextlib.contextmanager
     def _refused_resume(self, options: RunOptions) -> Iterator[None]:

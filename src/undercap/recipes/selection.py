@@ -22,16 +22,6 @@ def training_of(eff: Efficiency) -> Dict[str, Any]:
     return {k: cfg[c] for k, c in names.items() if cfg.get(c) is not None}
 
 
-def _predicted(choice: Any, n_max: Optional[float]) -> Dict[str, Any]:
-    """Time and energy to the target the profile and r(b) predict for the choice."""
-    r = choice.relative_samples
-    if n_max is None or r is None:
-        return {"predicted_time_s": None, "predicted_energy_j": None}
-    time_s = choice.time_per_sample_s * r * n_max
-    energy = None if choice.mean_power_w is None else choice.mean_power_w * time_s
-    return {"predicted_time_s": time_s, "predicted_energy_j": energy}
-
-
 def build_selection(
     profile: Profile,
     eff: Efficiency,
@@ -100,12 +90,17 @@ def _choice_extra(
 ) -> Dict[str, Any]:
     """The selection's extra about the choice itself: what it was chosen for, what it
     predicts, its headroom, every candidate and why the others are out."""
+    r = choice.relative_samples
+    time_s = None if n_max is None or r is None else choice.time_per_sample_s * r * n_max
+    power_w = choice.mean_power_w
+    energy_j = None if time_s is None or power_w is None else power_w * time_s
     return {
         "objective": objective,
         "energy_budget_j": energy_budget_j,
-        "mean_power_w": choice.mean_power_w,
+        "mean_power_w": power_w,
         "samples_bmax": n_max,
-        **_predicted(choice, n_max),
+        "predicted_time_s": time_s,
+        "predicted_energy_j": energy_j,
         "headroom_w": None if power_limit_w is None else power_limit_w - choice.peak_power_w,
         "dataset": eff.dataset,
         "target_accuracy": eff.target_accuracy,

@@ -22,7 +22,6 @@ from undercap.artifacts.comparison import (
     summarize,
     summary_for,
 )
-from undercap.errors import require
 from undercap.report.compare_csv import runs_csv, summary_csv
 
 
@@ -84,10 +83,6 @@ def _config_cell(c: Comparison, method: str, limit: Optional[float]) -> str:
     return f"{ch.batch_size} @ {ch.freq_mhz:g} MHz{precision}"
 
 
-def _mixed(c: Comparison) -> bool:
-    return any(ch.precision != "fp32" for ch in c.choices)
-
-
 # --- Markdown ------------------------------------------------------------------------
 def title(c: Comparison, what: str = "Time") -> str:
     sim = " (simulated device)" if c.simulated else ""
@@ -121,7 +116,7 @@ def markdown_report(c: Comparison) -> str:
         ),
         "",
         "Chosen configuration (batch size @ GPU frequency"
-        + (", in fp32 unless named" if _mixed(c) else "")
+        + (", in fp32 unless named" if any(ch.precision != "fp32" for ch in c.choices) else "")
         + "); the baselines run at the safe "
         "frequency, the highest at which no supported model exceeds the limit:",
         "",
@@ -213,16 +208,15 @@ _BARS = {
 def plot_bars(c: Comparison, path: Union[str, Path], *, quantity: str = "time") -> Path:
     """Grouped bars per power limit, one bar per method, error bars = std over seeds.
     quantity: "time" (time to accuracy, s) or "energy" (energy to accuracy, J)."""
-    require("matplotlib", "plot", "plotting")
     from undercap.report.figures import new_figure, save_figure
 
+    limits, methods = _limits(c), c.methods
+    fig = new_figure(figsize=(1.6 + 1.6 * len(limits), 3.6))  # the plot extra: checked first
     if quantity not in ("time", "energy"):
         raise ValueError(f"quantity must be 'time' or 'energy', not {quantity!r}")
     mean_of, std_of, ylabel = _BARS[quantity]
     rows = summarize(c)
-    limits, methods = _limits(c), c.methods
     width = 0.8 / max(len(methods), 1)
-    fig = new_figure(figsize=(1.6 + 1.6 * len(limits), 3.6))
     ax = fig.subplots()
     for j, m in enumerate(methods):
         xs, ys, errs = [], [], []

@@ -19,13 +19,6 @@ from undercap.report.figures import new_figure, save_figure
 _EXCLUDED = "excluded\n(no seed\nreached)"  # the placeholder bar's label
 
 
-def _curve_points(eff: Efficiency) -> dict[int, list[list[tuple[int, float]]]]:
-    return {
-        int(b_key): [[(int(p[0]), float(p[1])) for p in c] for c in per_seed.values()]
-        for b_key, per_seed in (eff.extra.get("curves") or {}).items()
-    }
-
-
 def _mean_curve(seed_curves: list[list[tuple[int, float]]]) -> tuple[list[int], list[float]]:
     """Mean accuracy at the evaluation points all seeds share (runs that stopped at
     the target are shorter; the mean covers the common prefix)."""
@@ -55,7 +48,10 @@ def plot_efficiency(eff: Efficiency, path: Union[str, Path]) -> Path:
 
 
 def _plot_curves(ax: Any, eff: Efficiency, cmap: Any) -> None:
-    curves = _curve_points(eff)
+    curves = {  # batch size -> one [(samples, accuracy), ...] per seed
+        int(b_key): [[(int(p[0]), float(p[1])) for p in c] for c in per_seed.values()]
+        for b_key, per_seed in (eff.extra.get("curves") or {}).items()
+    }
     bs = sorted(curves)
     for i, b in enumerate(bs):
         color = cmap(0.85 * i / max(1, len(bs) - 1))  # the top of plasma is too pale

@@ -48,7 +48,13 @@ def plot_profile(
     comparison's ChoiceRecord). Returns the written path."""
     fig = new_figure(figsize=(7.5, 5.0))
     ax = fig.add_subplot()
-    _plot_batches(ax, profile)
+    cmap = require("matplotlib", "plot", "plotting").colormaps["viridis"]
+    bs = profile.batch_sizes
+    for i, b in enumerate(bs):
+        rows = sorted((r for r in profile.rows if r.batch_size == b), key=lambda r: r.freq_mhz)
+        colour = cmap(i / max(1, len(bs) - 1) * 0.9)
+        xs, ys = [r.peak_power_w for r in rows], [r.time_per_sample_s for r in rows]
+        ax.plot(xs, ys, marker="o", ms=4, lw=1.2, color=colour, label=str(b))
     peaks = [r.peak_power_w for r in profile.rows]
     x_hi = max(peaks + ([power_limit_w] if power_limit_w else [])) * 1.08
     x_lo = min(peaks) * 0.92
@@ -74,19 +80,6 @@ def plot_profile(
     sim = " (simulated)" if profile.simulated else ""
     ax.set_title(f"{profile.model} on {profile.device.get('name', 'unknown device')}{sim}", pad=14)
     return save_figure(fig, path)
-
-
-def _plot_batches(ax: Any, profile: Profile) -> None:
-    import matplotlib
-
-    cmap = matplotlib.colormaps["viridis"]
-    bs = profile.batch_sizes
-    for i, b in enumerate(bs):
-        rows = sorted((r for r in profile.rows if r.batch_size == b), key=lambda r: r.freq_mhz)
-        colour = cmap(i / max(1, len(bs) - 1) * 0.9)
-        peaks = [r.peak_power_w for r in rows]
-        times = [r.time_per_sample_s for r in rows]
-        ax.plot(peaks, times, marker="o", ms=4, lw=1.2, color=colour, label=str(b))
 
 
 def _mark(ax: Any, c: Any, marker: str, colour: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from undercap.errors import require
 from undercap.report.figures import new_figure, save_figure
 
 
@@ -38,16 +37,14 @@ def plot_schedule(
 ) -> Path:
     """Top: the cap (a PowerSchedule's steps when given, else each segment's limit),
     each segment's mean and robust peak power. Bottom: batch size and GPU clock."""
-    require("matplotlib", "plot", "plotting")
+    fig = new_figure(figsize=(9, 5.5))
     if not segments:
         raise ValueError("no segments to plot: the run's cap did not change")
-    fig = new_figure(figsize=(9, 5.5))
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     end = segments[-1]["end_s"]
     if cap is not None:
         xs = [t for t in _cap_times(cap, end) if t <= end] + [end]
-        limits = [cap.limit_at(t) for t in xs]
-        ys = [float("nan") if y is None else y for y in limits]
+        ys = [float("nan") if y is None else y for y in map(cap.limit_at, xs)]
         top.step(xs, ys, where="post", color="tab:red", lw=1.5, label="cap")
     else:
         top.plot(*_steps(segments, "power_limit_w"), color="tab:red", lw=1.5, label="cap")

@@ -76,12 +76,6 @@ def _ms(t_s: float) -> str:
     return f"{t_s * 1e3:.4g} ms"
 
 
-def _rule(eff: Efficiency) -> str:
-    """ ", <how the target was set>" where it was not given as is (a fraction, a slice's cap)."""
-    how = target_rule(eff.extra.get("target", {}))
-    return "" if how == "absolute" else f": {how}"
-
-
 def in_precision(precision: str) -> str:
     """ " in bf16" for mixed precision; nothing for fp32 (as before precisions)."""
     return "" if precision == "fp32" else f" in {precision}"
@@ -137,19 +131,15 @@ def _baseline_lines(title: str, b: Dict[str, Any]) -> List[str]:
     head = f"  {title}:"
     if not b["available"]:
         return [head, f"    unavailable: {b['reason']}"]
-    lines = [
+    speedup = b["expected_speedup"]
+    return [
         head,
         f"    batch size {b['batch_size']} at {b['freq_mhz']:g} MHz, time per sample "
         f"{_ms(b['time_per_sample_s'])}, peak {b['peak_power_w']:.2f} W",
+        f"    {b['speedup_note']}"
+        if speedup is None
+        else f"    expected speed-up of the choice over it: {speedup:.2f}x (ratio of t*r)",
     ]
-    if b["expected_speedup"] is None:
-        lines.append(f"    {b['speedup_note']}")
-    else:
-        lines.append(
-            f"    expected speed-up of the choice over it: {b['expected_speedup']:.2f}x "
-            "(ratio of t*r)"
-        )
-    return lines
 
 
 def train_summary(r: TrainResult) -> List[str]:
@@ -276,12 +266,14 @@ def run_summary(cfg: Any, profile: Profile, eff: Efficiency, selection: Any, res
     )
     excluded = {x["batch_size"]: x["reason"] for x in selection.extra["excluded_batch_sizes"]}
     r = selection.relative_samples
+    how = target_rule(eff.extra.get("target", {}))
+    rule = "" if how == "absolute" else f": {how}"  # unless the target was given as is
     lines = [
         f"# undercap run: {cfg.model} on {cfg.device}{sim}",
         "",
         f"- power limit: {_cap(cfg)}",
         f"- r(b) from: {cfg.efficiency or getattr(cfg.proxy, 'label', eff.dataset)} (target accuracy "
-        f"{eff.target_accuracy:.3f}{_rule(eff)}); excluded batch sizes: {excluded or 'none'}",
+        f"{eff.target_accuracy:.3f}{rule}); excluded batch sizes: {excluded or 'none'}",
         f"- profile: {len(profile.rows)} configurations ({profile.mode} sweep)",
         f"- selected: batch size {selection.batch_size} at {selection.freq_mhz:g} MHz"
         f"{in_precision(selection.precision)}"

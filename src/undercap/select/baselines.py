@@ -80,8 +80,7 @@ def _safe_for(
 
 def _row_at_or_below(rows: List[ProfileRow], freq_mhz: float) -> Optional[ProfileRow]:
     """The row at the highest profiled frequency <= freq_mhz (rows ascending)."""
-    below = [r for r in rows if r.freq_mhz <= freq_mhz]
-    return below[-1] if below else None
+    return next((r for r in reversed(rows) if r.freq_mhz <= freq_mhz), None)
 
 
 def baseline1(

@@ -109,8 +109,7 @@ def _by_batch(profile: Profile) -> Dict[int, List[ProfileRow]]:
         groups.setdefault(r.batch_size, []).append(r)
     for b, rows in groups.items():
         rows.sort(key=lambda r: r.freq_mhz)
-        freqs = [r.freq_mhz for r in rows]
-        if len(set(freqs)) != len(freqs):
+        if len({r.freq_mhz for r in rows}) != len(rows):
             raise ArtifactError(
                 f"profile of {profile.model} has duplicate rows for batch size {b}; "
                 "re-run the profile"

@@ -6,8 +6,7 @@ Each proxy p gives its own r_p(b) = N_p(b) / N_p(b_max). Exactly:
      to the target could be arbitrarily slow there: out).
   2. r_med(b) = the median over the proxies of r_p(b) (the mean of the middle two for
      an even count).
-  3. Algorithm 1 with r_med (core: each b at its highest feasible clock, smallest
-     t * r_med, ties to the larger batch, then the higher clock).
+  3. Algorithm 1 with r_med (select/core.py, its tie-breaking included).
 Reported beside the choice, not used to make it: each proxy's own choice and the
 regret the chosen (b, f) risks under it (ProxyView; the "% over the fastest" of a
 matrix cell, if the target scaled like that proxy).

@@ -20,6 +20,7 @@ P_mean * t * r(b) * N(b_max). The fastest row within the budget wins; when none 
 InfeasibleError names the least energy any feasible configuration needs.
 """
 
+from dataclasses import replace
 from typing import Iterable, Mapping, Optional, Tuple
 
 from undercap.artifacts.profile import Profile, ProfileRow
@@ -45,13 +46,10 @@ def cost(row: ProfileRow, r: float, objective: str) -> float:
     """The objective's cost of training with `row` per sample of N(b_max)."""
     time_s = row.time_per_sample_s * r
     energy_j = row.mean_power_w * time_s
-    if objective == "time":
-        return time_s
-    if objective == "energy":
-        return energy_j
-    if objective == "edp":
-        return energy_j * time_s
-    raise UndercapError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+    costs = {"time": time_s, "energy": energy_j, "edp": energy_j * time_s}
+    if objective not in costs:
+        raise UndercapError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}")
+    return costs[objective]
 
 
 def energy_to_target_j(row: ProfileRow, r: float, samples_bmax: float) -> float:
@@ -68,21 +66,7 @@ def _candidates(
     rel = _check_relative(relative, "efficiency")
     for b, rows in sorted(_by_batch(profile).items()):
         if b in rel:
-            for row in rows:
-                if _within(row, limit, margin_w):
-                    yield row, rel[b]
-
-
-def _scored(
-    row: ProfileRow,
-    r: float,
-    limit: Optional[float],
-    objective: str,
-    method: str,
-    margin_w: Optional[float] = None,
-) -> Choice:
-    c = _choice(method, row, r, limit, margin_w)
-    return Choice(**{**c.to_dict(), "score": cost(row, r, objective), "objective": objective})
+            yield from ((row, rel[b]) for row in rows if _within(row, limit, margin_w))
 
 
 def choose(
@@ -117,7 +101,11 @@ def choose(
         if objective == "time":  # Algorithm 1 itself: the highest feasible clock per b
             return _select(sub, relative, limit, method, margin_w)
         best = _best(
-            _scored(row, r, limit, objective, method, margin_w)
+            replace(
+                _choice(method, row, r, limit, margin_w),
+                score=cost(row, r, objective),
+                objective=objective,
+            )
             for row, r in _candidates(sub, relative, limit, margin_w)
         )
         return best if best is not None else _select(sub, relative, limit, method, margin_w)
@@ -144,12 +132,11 @@ def _within_budget(
     feasible = list(_candidates(profile, relative, limit, margin_w))
     if not feasible:
         return _select(profile, relative, limit, method, margin_w)  # the infeasible error
-    fits = [
-        _scored(row, r, limit, "time", method, margin_w)
+    best = _best(
+        _choice(method, row, r, limit, margin_w)  # scored by time: t * r
         for row, r in feasible
         if energy_to_target_j(row, r, samples_bmax) <= budget_j
-    ]
-    best = _best(fits)
+    )
     if best is not None:
         return best
     row, r = min(feasible, key=lambda x: energy_to_target_j(x[0], x[1], samples_bmax))

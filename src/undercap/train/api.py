@@ -36,6 +36,7 @@ from undercap.artifacts.train_result import RunNotes, RunTotals
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device
 from undercap.errors import UndercapError, reject_removed
+from undercap.models.outputs import batch_len
 from undercap.models.recipe import lr_scale
 from undercap.train.evallog import EvalLog, eval_row
 from undercap.train.session import Session
@@ -359,8 +360,6 @@ def samples_in(batch: Any) -> int:
     """Samples in `batch`: an int, or a tensor, (x, y) pair or dict of tensors."""
     if isinstance(batch, int):
         return batch
-    from undercap.models.outputs import batch_len
-
     try:
         return batch_len(batch)
     except TypeError as e:

@@ -15,7 +15,11 @@ from collections.abc import Mapping
 from typing import Any, Optional, Sequence
 
 from undercap.errors import REMOVED_IN_0_3, UndercapError, reject_removed
+from undercap.models.outputs import split_item
 from undercap.models.recipe import lr_scale
+from undercap.train.api import Capped, _fitting
+from undercap.train.evallog import EvalLog
+from undercap.train.spec import chosen, warn_precision
 
 _REMOVED = tuple(REMOVED_IN_0_3)  # capped() keywords 0.3.0 removed: one line each
 
@@ -37,10 +41,11 @@ class CapDriver:
         task: Optional[str] = None,
         **capped_kwargs: Any,
     ) -> None:
-        from undercap.train.spec import chosen
-
         self.device, self.selection, self.metric = device, selection, metric
         kw = dict(capped_kwargs)
+        # a trainer keeps its batch size during training: a read-only device over its cap
+        # cannot step it down here, so the excess is recorded and warned about
+        kw.setdefault("switch_batch", False)
         reject_removed({k: kw.pop(k) for k in list(kw) if k in _REMOVED}, type(self).__name__)
         # the spec now, for the trainer's batch size and lr(); the handle when training
         # starts (attach). capped()'s keywords that say what the loop runs at: chosen()'s
@@ -59,8 +64,6 @@ class CapDriver:
         no precision was given; a selection for another precision is one warning."""
         if "precision" in self._chosen or precision == self.spec.precision:
             return
-        from undercap.train.spec import chosen, warn_precision
-
         if self.selection is None and self._chosen.get("profile") is not None:
             self.spec, self._reselector = chosen(None, **dict(self._chosen, precision=precision))
             return
@@ -82,9 +85,6 @@ class CapDriver:
     def attach(self, model: Any) -> None:
         """Make the capped handle (a simulated device counts `model`'s workload)."""
         if self.cap is None:
-            from undercap.train.api import Capped, _fitting
-            from undercap.train.evallog import EvalLog
-
             kw = dict(self.kwargs)
             m = self._model if self._model is not None else model
             fits = _fitting(
@@ -151,8 +151,6 @@ def longest_input(dataset: Any, most: int = 1000) -> Any:
     """Per-sample input shape from a training set when none was given: the longest main
     input among its first `most` items (models/outputs.split_item): with dynamic padding
     an upper bound on a step's work. None when the items cannot say (an iterable)."""
-    from undercap.models.outputs import split_item
-
     try:
         shapes = [tuple(_shape(split_item(dataset[i])[0])) for i in range(min(len(dataset), most))]
     except (TypeError, ValueError, AttributeError, IndexError, KeyError):

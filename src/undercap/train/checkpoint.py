@@ -15,17 +15,16 @@ import hashlib
 import io
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import torch
 
-from undercap.artifacts.io import atomic_path
+from undercap.artifacts.io import atomic_path, file_sha256
+from undercap.data.base import Splits
 from undercap.errors import ArtifactError, UndercapError
 from undercap.models.torchload import load_tensors
-
-if TYPE_CHECKING:
-    from undercap.data.base import Splits
-    from undercap.train.spec import RunOptions, TrainSpec
+from undercap.models.user import code_digest
+from undercap.train.spec import RunOptions, TrainSpec
 
 CHECKPOINT_NAME = "checkpoint.pt"
 CHECKPOINT_SCHEMA = "undercap.train-checkpoint/1"
@@ -123,13 +122,10 @@ def cap_change_note(saved: Optional[Dict[str, Any]], cap_source: str) -> str:
     return f"resumed at {samples} samples under the cap {cap_source}; before: {was}"
 
 
-def run_identity(spec: "TrainSpec", data: "Splits", device: str) -> Dict[str, Any]:
+def run_identity(spec: TrainSpec, data: Splits, device: str) -> Dict[str, Any]:
     """Everything that makes a run this run: a checkpoint of another is refused. Made
     without building the model, so a run checks it before it changes anything. The cap
     is not part of it: a run may resume under another (as a changing cap changes)."""
-    from undercap.artifacts.io import file_sha256
-    from undercap.models.user import code_digest
-
     spec.validate()
     sha = None if spec.pretrained is None else file_sha256(spec.pretrained, what="weights file")
     recipe = (spec.optimizer_factory, spec.lr_scheduler, spec.train_step)
@@ -153,7 +149,7 @@ def run_identity(spec: "TrainSpec", data: "Splits", device: str) -> Dict[str, An
     }
 
 
-def _data_fingerprint(data: "Splits") -> str:
+def _data_fingerprint(data: Splits) -> str:
     """Cheap identity of the splits: labels in order plus the first inputs."""
     h = hashlib.sha256()
     for t in (data.y_train, data.y_test, data.x_train[:64], data.x_test[:64]):
@@ -161,9 +157,7 @@ def _data_fingerprint(data: "Splits") -> str:
     return h.hexdigest()[:16]
 
 
-def check_resumable(
-    device_name: str, spec: "TrainSpec", data: "Splits", options: "RunOptions"
-) -> None:
+def check_resumable(device_name: str, spec: TrainSpec, data: Splits, options: RunOptions) -> None:
     """Refuse now, before anything is written or the device touched, what `train` would
     refuse after its set-up: a checkpoint folder the run cannot use."""
     identity = run_identity(spec, data, device_name)

@@ -1,15 +1,9 @@
 """A Hugging Face `TrainerCallback` that trains under a power cap (`pip install
 'undercap[hf]'`): what `undercap.capped()` does, from the Trainer's own events (a
-`with cb:` block restores the device even if `train()` raises; an example:
-docs/guides/hugging-face.md).
-
-`on_init_end` takes the Trainer's precision from `bf16`/`fp16`, sets
-`per_device_train_batch_size` to the selected b (divided by
-`gradient_accumulation_steps`) and scales `learning_rate` by sqrt(b / b_max) (paper
-Sec. 4.2); `on_train_begin` checks the Trainer's real batch size (transformers 5 fixes
-it before `on_init_end`), counts the workload and locks the clock; every optimizer step
-is charged, evaluation and saving are paused, `on_evaluate` compares `metric` with the
-target.
+`with cb:` block restores the device even if `train()` raises). `on_init_end` sets the
+Trainer's batch size and scales its rate by sqrt(b / b_max) (paper Sec. 4.2);
+`on_train_begin` checks the batch size the Trainer really uses and locks the clock.
+See docs/guides/hugging-face.md.
 """
 
 from __future__ import annotations
@@ -35,9 +29,6 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
         scale_lr: bool = True,
         **kwargs: Any,
     ) -> None:
-        # the Trainer fixes its batch size before training: a read-only device over its
-        # cap cannot step it down here, so the excess is recorded and warned about
-        kwargs.setdefault("switch_batch", False)
         self.driver = CapDriver(device, selection, metric=metric, **kwargs)
         self.scale_lr = scale_lr
         self._epoch_samples = 0  # trained in this epoch (its last batch may be short)
@@ -70,15 +61,9 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
             args.learning_rate = self.driver.lr(float(args.learning_rate))
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        # the Trainer's real batch size must be the selected one (transformers 5 fixes it
+        # before `on_init_end`), or every step is charged b samples for fewer
         loader = kw.get("train_dataloader")
-        self._check_loader(loader, args)
-        if self.driver.input_shape is None:
-            self.driver.input_shape = longest_input(getattr(loader, "dataset", None))
-        self.driver.begin(kw.get("model"))
-
-    def _check_loader(self, loader: Any, args: Any) -> None:
-        """The Trainer's real batch size must be the selected one (transformers 5 fixes
-        it before `on_init_end`), or every step is charged b samples for fewer."""
         real = _loader_batch_size(loader)
         want = self.driver.batch_size // int(args.gradient_accumulation_steps)
         if real is not None and real != want:
@@ -87,6 +72,9 @@ class UndercapTrainerCallback(_transformers.TrainerCallback):  # type: ignore[mi
                 "TrainingArguments with per_device_train_batch_size=callback.batch_size "
                 "(divided by gradient_accumulation_steps)"
             )
+        if self.driver.input_shape is None:
+            self.driver.input_shape = longest_input(getattr(loader, "dataset", None))
+        self.driver.begin(kw.get("model"))
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         self.driver.resume()

@@ -1,13 +1,8 @@
 """A PyTorch Lightning `Callback` that trains under a power cap (`pip install
-'undercap[lightning]'`): what `undercap.capped()` does, from the Trainer's hooks (an
-example: docs/guides/lightning.md).
-
-`setup` counts the module's workload and sets a `batch_size` attribute of the
-datamodule or module to the selected b (as Lightning's own batch-size finder does;
-else build the loaders with `cb.batch_size`);
-`on_train_start` scales the optimizers' rates by sqrt(b / b_max) (paper Sec. 4.2) and
-locks the clock; every training batch is a step, validation is paused and
-`on_validation_end` compares `monitor` with the target.
+'undercap[lightning]'`): what `undercap.capped()` does, from the Trainer's hooks.
+`setup` sets a `batch_size` attribute of the datamodule or module to the selected b (as
+Lightning's batch-size finder does); `on_train_start` scales the optimizers' rates by
+sqrt(b / b_max) (paper Sec. 4.2) and locks the clock. See docs/guides/lightning.md.
 """
 
 from __future__ import annotations
@@ -35,9 +30,6 @@ class UndercapCallback(_pl.Callback):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         super().__init__()
-        # the loaders keep their batch size during fit(): a read-only device over its cap
-        # cannot step it down here, so the excess is recorded and warned about (as in hf.py)
-        kwargs.setdefault("switch_batch", False)
         self.driver = CapDriver(device, selection, metric=monitor, **kwargs)
         self.scale_lr = scale_lr
 

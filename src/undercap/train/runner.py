@@ -13,14 +13,19 @@ import dataclasses
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
+
+import torch
 
 from undercap import defaults
 from undercap.artifacts.provenance import provenance
 from undercap.artifacts.train_result import TrainResult
 from undercap.artifacts.workload import Workload
+from undercap.data.base import Splits
 from undercap.devices.base import Device
 from undercap.errors import CapExceededError, PowerWaitError, UndercapError
+from undercap.models.weights import initial_model
+from undercap.models.workload import workload_of
 from undercap.report.progress import sample_bar
 from undercap.train.api import Capped
 from undercap.train.cap import Cap, cap_from, changes
@@ -31,12 +36,11 @@ from undercap.train.checkpoint import (
     save_checkpoint,
 )
 from undercap.train.evallog import EvalLog
+from undercap.train.loop import EvalPoint, LoopResult, Trainer, resolve_torch_device
+from undercap.train.loop.evalplan import look_order, plan_for
+from undercap.train.loop.precision import on_device
 from undercap.train.session.follow import Reselector
 from undercap.train.spec import RunOptions, TrainSpec
-
-if TYPE_CHECKING:
-    from undercap.data.base import Splits
-    from undercap.train.loop import EvalPoint, LoopResult, Trainer
 
 __all__ = ["RunOptions", "TrainResult", "TrainSpec", "train", "train_on_device"]
 #: a PowerWaitError's hint where the cap gave no power before the first step
@@ -48,7 +52,7 @@ _NOTHING_TRAINED = (
 def train(
     device: Device,
     spec: TrainSpec,
-    data: "Splits",
+    data: Splits,
     options: Optional[RunOptions] = None,
     reselector: Optional[Reselector] = None,
 ) -> TrainResult:
@@ -60,9 +64,8 @@ def train(
     options = options or RunOptions()
     prep = _Prepared.build(device, spec, data)
     saved = checkpoint_to_resume(options.checkpoint_dir, options.resume, prep.identity)
-    trainer = prep.trainer
     if saved is not None:
-        trainer.load_state_dict(saved["trainer"])
+        prep.trainer.load_state_dict(saved["trainer"])
     new_cap = cap_change_note(saved, spec.cap.source)
     warnings = list(saved.get("warnings", [])) if saved else list(prep.warnings)
     warnings += [new_cap] if new_cap else []
@@ -78,7 +81,7 @@ def train(
         reselector=reselector,
         eval_log=EvalLog.open(options.eval_log, options.tensorboard_dir, _resumed_at(saved)),
         saved=saved,
-        samples=trainer.samples,
+        samples=prep.trainer.samples,
         cuda_sync=prep.cuda_sync,
     )
     try:
@@ -100,7 +103,7 @@ def train(
 def train_on_device(
     device: Device,
     model_name: str,
-    data: "Splits",
+    data: Splits,
     *,
     checkpoint_dir: Optional[Union[str, Path]] = None,
     checkpoint_every_s: Optional[float] = defaults.CHECKPOINT_EVERY_S,
@@ -170,7 +173,7 @@ class _Driver:
         if trainer.plan is not None:
             trainer.plan.on_screen = self.on_screen
 
-    def run(self) -> "LoopResult":
+    def run(self) -> LoopResult:
         """The loop to its end, checkpointed; a run stopped for power (guard.py, follow.py)
         is checkpointed first, and its message says how to go on."""
         ckpt_dir, trainer = self.options.checkpoint_dir, self.trainer
@@ -200,7 +203,7 @@ class _Driver:
             self.prep.device.check_fits(self.prep.workload, batch_size)
             self.trainer.set_batch_size(batch_size, self.prep.spec.lr_for(batch_size))
 
-    def on_step(self, trainer: "Trainer", batch: int) -> None:
+    def on_step(self, trainer: Trainer, batch: int) -> None:
         switched = self.handle.step(batch)
         if switched is not None:
             self._switch(switched)
@@ -212,7 +215,7 @@ class _Driver:
             with self.handle.paused():  # writing the checkpoint is not training either
                 self.save()
 
-    def on_eval(self, trainer: "Trainer", point: "EvalPoint") -> None:
+    def on_eval(self, trainer: Trainer, point: EvalPoint) -> None:
         self._charge_eval(trainer.eval_items, f"{point.accuracy:.3f}")
         self.handle.report(point.accuracy, loss=point.loss)  # the evaluation log's row
         self._done_evaluating(trainer)
@@ -231,12 +234,12 @@ class _Driver:
         share = acc.eval_time_s / acc.train_time_s if acc.train_time_s > 0 else 0.0
         self.bar.set_postfix(acc=shown, eval=f"{share:.0%}", refresh=False)
 
-    def _done_evaluating(self, trainer: "Trainer") -> None:
+    def _done_evaluating(self, trainer: Trainer) -> None:
         if self._checkpoint_due(trainer):
             self.save()
         self.handle.resume()
 
-    def _checkpoint_due(self, trainer: "Trainer") -> bool:
+    def _checkpoint_due(self, trainer: Trainer) -> bool:
         o, acc = self.options, self.handle.session.acc
         if o.checkpoint_dir is None:
             return False
@@ -268,26 +271,16 @@ class _Prepared:
 
     spec: TrainSpec
     device: Device
-    dataset: str
-    trainer: "Trainer"
+    trainer: Trainer
     workload: Workload
     cuda_sync: Any
     identity: Dict[str, Any]
     device_info: Dict[str, Any]
     init: Dict[str, Any]
-    torch_device: str
     warnings: List[str]
 
     @classmethod
-    def build(cls, device: Device, spec: TrainSpec, data: "Splits") -> "_Prepared":
-        import torch
-
-        from undercap.models.weights import initial_model
-        from undercap.models.workload import workload_of
-        from undercap.train.loop import Trainer, resolve_torch_device
-        from undercap.train.loop.evalplan import look_order, plan_for
-        from undercap.train.loop.precision import on_device
-
+    def build(cls, device: Device, spec: TrainSpec, data: Splits) -> "_Prepared":
         identity = run_identity(spec, data, device.name)  # validates the spec first
         tdev = resolve_torch_device(spec.torch_device)
         host, warnings = on_device(device, spec.precision, tdev)
@@ -306,20 +299,18 @@ class _Prepared:
         return cls(
             spec,
             device,
-            data.name,
             trainer,
             workload_of(model, spec.model, data.input_shape, data.task, spec.precision),
             torch.cuda.synchronize if tdev.startswith("cuda") else None,
             identity,
             device.info().to_dict(),
             init,
-            tdev,
             warnings,
         )
 
     def result(
         self,
-        loop: "LoopResult",
+        loop: LoopResult,
         handle: Capped,
         totals: Dict[str, Any],
         freq_start: Optional[float],
@@ -327,12 +318,11 @@ class _Prepared:
         saved: Optional[Dict[str, Any]],
     ) -> TrainResult:
         spec, acc, session = self.spec, handle.session.snapshot(), handle.session
-        elapsed = acc["train_time_s"] + acc["pause_time_s"]  # waiting counts to the target
         kept = [w for w in totals["warnings"] if w not in warnings]
         return TrainResult(
             **{k: v for k, v in totals.items() if k not in ("warnings", "freq_mhz_start")},
             reached=loop.reached,
-            time_to_accuracy_s=elapsed if loop.reached else None,
+            time_to_accuracy_s=session.schedule_s if loop.reached else None,  # waiting counts too
             samples_to_target=loop.samples_to_target,
             steps=loop.steps,
             batch_size=spec.batch_size,
@@ -349,7 +339,7 @@ class _Prepared:
             guard_window_s=spec.guard_window_s,
             device=self.device_info,
             model=spec.model,  # type: ignore[arg-type]
-            dataset=self.dataset,
+            dataset=self.identity["dataset"],
             curve=tuple(asdict(p) for p in loop.curve),
             warnings=tuple(warnings + kept),
             resumed_from=_resumed_at(saved),
@@ -357,7 +347,7 @@ class _Prepared:
             config={
                 **self.identity,
                 "init": self.init,
-                "torch_device": self.torch_device,
+                "torch_device": self.trainer.torch_device,
                 "deterministic": self.trainer.cfg.deterministic,
             },
             provenance=provenance(seed=spec.seed, device=self.device.name),

@@ -20,7 +20,11 @@ from undercap.artifacts.profile import as_profile
 from undercap.artifacts.selection import Selection, load_selection
 from undercap.errors import UndercapError
 from undercap.models.recipe import Recipe, UserCode
+from undercap.models.registry import model_spec
+from undercap.select import choose, per_batch
+from undercap.select.pooling import proxies_relative
 from undercap.train.cap import NO_CAP, Cap, FixedCap, cap_from, fixed_limit_w
+from undercap.train.evallog import check_log
 
 if TYPE_CHECKING:
     from undercap.train.loop import LoopConfig
@@ -139,11 +143,9 @@ class Plan(UserCode, _Run):
         """The plan a selection carries: its batch size and model, and its `training`
         block (all of it from `run`; the estimate's b_max, base LR and weights from
         `select --json`, whose plan has no target: a device run needs one given)."""
-        block = dict(selection.training)
-        names = {f.name for f in dataclasses.fields(Plan)} - set(_NOT_IN_BLOCK)
-        given = {k: v for k, v in block.items() if k in names and v is not None}
-        model = selection.model or given.pop("model", None)
-        given.pop("model", None)
+        names = {f.name for f in dataclasses.fields(Plan)} - set(_NOT_IN_BLOCK) - {"model"}
+        given = {k: v for k, v in selection.training.items() if k in names and v is not None}
+        model = selection.model or selection.training.get("model")
         target = given.pop("target_accuracy", None)
         given["precision"] = selection.precision  # the choice's, at the selection's top
         return Plan(
@@ -155,7 +157,6 @@ class Plan(UserCode, _Run):
 
     def lr_for(self, batch_size: int) -> float:
         """The learning rate at `batch_size`: sqrt-scaled from the largest (Sec. 4.2)."""
-        from undercap.models.registry import model_spec
         from undercap.train.loop import scaled_lr
 
         base_lr = self.base_lr if self.base_lr is not None else model_spec(self.model).base_lr
@@ -165,7 +166,6 @@ class Plan(UserCode, _Run):
         """The loop's settings, as the estimate sets them (sqrt LR scaling, Sec. 4.2);
         `host_precision`: what the host trains in where it stands in for the device's
         (train/loop/precision.host_precision)."""
-        from undercap.models.registry import model_spec
         from undercap.train.loop import LoopConfig
 
         m = model_spec(self.model)
@@ -276,8 +276,6 @@ class RunOptions:
     wait_hint: str = "resume it (resume=True) once power is back, or with a longer max_wait_s"
 
     def __post_init__(self) -> None:
-        from undercap.train.evallog import check_log
-
         check_log(self.eval_log, self.tensorboard_dir)  # before any work, not after it
 
 
@@ -360,8 +358,6 @@ def _chosen(
     cap: Cap, prof: Any, relative: Mapping[int, float], objective: Mapping[str, Any], mine: Any
 ) -> TrainSpec:
     """Algorithm 1's (or the objective's) choice under the cap's first limit."""
-    from undercap.select import choose, per_batch
-
     limit_w = fixed_limit_w(cap)  # a cap that changes: its follower chooses at the start
     choice = choose(prof, relative, limit_w, **objective)
     ladder = tuple(
@@ -382,6 +378,4 @@ def median_relative(proxies: Any, relative: Any) -> Dict[int, float]:
     """The median r(b) of several proxies (select/pooling.py); not with `relative`."""
     if relative is not None:
         raise UndercapError("capped(): give relative= (one proxy) or proxies=, not both")
-    from undercap.select.pooling import proxies_relative
-
     return proxies_relative(proxies)

@@ -20,7 +20,7 @@ import struct
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
-from undercap.devices.base import SNAP_TOLERANCE_MHZ, Device
+from undercap.devices.base import SNAP_TOLERANCE_MHZ, Device, handling_signals
 from undercap.devices.helper.protocol import (
     MAX_LINE_BYTES,
     OPS,
@@ -153,26 +153,22 @@ class Helper:
             end.setblocking(False)
         self.selector.register(wake_r, selectors.EVENT_READ, _WAKE)
         old_fd = signal.set_wakeup_fd(wake_w.fileno())
-        previous = {
-            s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-        }
-        try:
-            if ready is not None:
-                ready()
-            while not stopping:
-                for key, _ in self.selector.select():
-                    if key.data is _WAKE:
-                        with contextlib.suppress(OSError):
-                            wake_r.recv(512)  # the signal numbers; `stopping` has them
-                    elif not stopping:
-                        self._ready(key)
-            log.info("signal %s: putting every device back", stopping[0])
-        finally:
-            self.shutdown()  # closes wake_r with every registered socket
-            signal.set_wakeup_fd(old_fd)
-            wake_w.close()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        with handling_signals([signal.SIGTERM, signal.SIGINT, signal.SIGHUP], stop):
+            try:
+                if ready is not None:
+                    ready()
+                while not stopping:
+                    for key, _ in self.selector.select():
+                        if key.data is _WAKE:
+                            with contextlib.suppress(OSError):
+                                wake_r.recv(512)  # the signal numbers; `stopping` has them
+                        elif not stopping:
+                            self._ready(key)
+                log.info("signal %s: putting every device back", stopping[0])
+            finally:
+                self.shutdown()  # closes wake_r with every registered socket
+                signal.set_wakeup_fd(old_fd)
+                wake_w.close()
 
     def shutdown(self) -> None:
         for name in list(self.claims):
@@ -292,8 +288,7 @@ class Helper:
         return {"ok": True, "freqs_mhz": list(device.available_freqs_mhz())}
 
     def _op_lock(self, client: _Client, request: Dict[str, Any]) -> Dict[str, Any]:
-        name, device = self._device(request)
-        self._owned(client, name)
+        name, device = self._device(request, held_by=client)
         freq = request.get("freq_mhz")
         table = device.available_freqs_mhz()
         if isinstance(freq, bool) or not isinstance(freq, (int, float)) or not math.isfinite(freq):
@@ -306,22 +301,20 @@ class Helper:
         return {"ok": True, "freq_mhz": actual, "current_mhz": device.current_freq_mhz()}
 
     def _op_release(self, client: _Client, request: Dict[str, Any]) -> Dict[str, Any]:
-        name, _ = self._device(request)
-        self._owned(client, name)
+        name, _ = self._device(request, held_by=client)
         self._release(name, f"{client.peer} released it")
         return {"ok": True}
 
-    def _device(self, request: Dict[str, Any]) -> Any:
+    def _device(self, request: Dict[str, Any], held_by: Optional[_Client] = None) -> Any:
+        """The device the request names (and its name), which `held_by` must have acquired."""
         name = request.get("device")
         if not isinstance(name, str) or name not in self.devices:
             served = ", ".join(sorted(self.devices))
             raise ProtocolError(f"device {name!r} is not served here; the helper serves {served}")
-        return name, self.devices[name]
-
-    def _owned(self, client: _Client, name: str) -> None:
         claim = self.claims.get(name)
-        if claim is None or claim.client is not client:
+        if held_by is not None and (claim is None or claim.client is not held_by):
             raise ProtocolError(f"acquire {name} first")
+        return name, self.devices[name]
 
     def _release(self, name: str, why: str) -> None:
         claim = self.claims.pop(name)

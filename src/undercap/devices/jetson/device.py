@@ -6,12 +6,11 @@ min_freq = max_freq = f on the GPU's devfreq node, with rail-gating off so the G
 does not power down between kernels. The original min_freq, max_freq, governor and
 railgate_enable go to a state file (devices/state.py) before the first write.
 
-Write order matters on Linux 4.9 (L4T R32): devfreq rejects min_freq > max_freq with
-EINVAL, so going up max is raised before min, going down min is lowered before max. On
-5.10/5.15 (L4T R35/R36) the files are PM QoS requests (devfreq.py). The frequencies
-offered are the table steps the active nvpmodel mode allows (nvpmodel.py); on 5.x a
-lock replaces nvpmodel's own max_freq request, so that filter keeps a lock inside the
-mode. Read-only mode measures (frequency, power) and never writes anything.
+Write order matters on Linux 4.9 (L4T R32), where devfreq rejects min_freq > max_freq
+(_write_range); on 5.10/5.15 (L4T R35/R36) the files are PM QoS requests (devfreq.py).
+Frequencies offered: the table steps the active nvpmodel mode allows (nvpmodel.py); on
+5.x a lock replaces nvpmodel's own max_freq request, so that filter keeps a lock inside
+the mode. Read-only mode measures (frequency, power) and never writes anything.
 """
 
 import logging
@@ -96,17 +95,16 @@ class JetsonDevice(RestoresOnCrash, Device):
         self.read_only = read_only
         self.relay = None if read_only else relay
         self._writer = writer or write_attr
-        node, self.wake_note = locate_gpu(
+        self.node, self.wake_note = locate_gpu(
             self.root, read_only=read_only or self.relay is not None, writer=self._writer
         )
-        self.node = node
         self.name = "jetson"
-        self.device_key = f"jetson-{node.name}"
+        self.device_key = f"jetson-{self.node.name}"
         runner = default_nvpmodel_runner(self.root) if nvpmodel_runner is _AUTO else nvpmodel_runner
         self.nvpmodel: Optional[NvpModel] = read_nvpmodel(self.root, runner)
         self.rules = devfreq_rules(self.root)
         self._all_hz = self._read_table()
-        applied = read_optional(node.attr("max_freq"))
+        applied = read_optional(self.node.attr("max_freq"))
         self.mode: ModeRange = mode_range(
             self.nvpmodel, self._all_hz, int(applied) if applied and applied.isdigit() else None
         )

@@ -1,12 +1,8 @@
 """Jetson board power from the INA3221 monitors, in both driver layouts (the paths per
-board and release: docs/guides/jetson-boards.md).
-
-* iio driver `ina3221x` (L4T R32 and older, kernel 4.9): .../ina3221x/<bus-addr>/
-  iio:device<k>/ (`iio_device` before JetPack 4.2): rail_name_<n>, in_power<n>_input
-  (mW), in_voltage<n>_input (mV), in_current<n>_input (mA).
-* hwmon driver `ina3221` (L4T R34+, kernel 5.10/5.15): .../ina3221/<bus-addr>/hwmon/
-  hwmon<k>/: in<n>_label (n = 1..3), in<n>_input (mV), curr<n>_input (mA), power = V x I
-  (Documentation/hwmon/ina3221.rst); in7 is the sum of shunt voltages, not a rail.
+board and release: docs/guides/jetson-boards.md): the iio driver `ina3221x` (L4T R32
+and older, kernel 4.9; `iio_device` before JetPack 4.2) and the hwmon driver `ina3221`
+(L4T R34+, kernel 5.10/5.15; power = V x I, Documentation/hwmon/ina3221.rst; its in7,
+the sum of shunt voltages, is not a rail); the files' units: Rail.
 
 Rails are selected by label, never by position or hwmon number (those change from boot
 to boot); "NC" labels mark unconnected channels. Board power is the module input rail

@@ -7,9 +7,8 @@ R32, R32.5, R36), nvpmodel confs and the nvgpu driver (os/linux/sysfs.c, scale.c
 * GPU devfreq node /sys/class/devfreq/<name> (a symlink into /sys/devices), e.g.
   `57000000.gpu` (Nano), `17000000.ga10b` (Orin, R35); its `device` links to the GPU
   platform device, which holds railgate_enable (nvgpu also links it as `gpu.0`).
-* JetPack 6 (R36) registers the GPU with devfreq only once it has powered up:
-  jetson_clocks finds it by of_node/compatible (nvidia,gv11b / gp10b / ga10b), as
-  `find_gpu_device` does.
+* JetPack 6 (R36) registers the GPU with devfreq only once it has powered up (gpu.py);
+  `find_gpu_device` finds it by of_node/compatible, as jetson_clocks does.
 * Thor (JetPack 7) has GPC devfreq domains `gpu-gpc-0` (jetson_stats
   jtop/core/hw_detect.py) and no INA3221 rails: not supported here.
 """
@@ -193,8 +192,7 @@ def can_write(path: Path) -> bool:
 # --- board facts ----------------------------------------------------------------------
 def board_model(root: Path) -> Optional[str]:
     """E.g. 'NVIDIA Jetson Nano Developer Kit' from the device tree."""
-    names = read_dt_strings(root / "proc" / "device-tree" / "model")
-    return names[0] if names else None
+    return next(iter(read_dt_strings(root / "proc" / "device-tree" / "model")), None)
 
 
 def l4t_release(root: Path) -> Optional[str]:

@@ -9,10 +9,8 @@ source or reasoning of each one (docs/concepts/simulated.md).
 Time: `account_step(workload, b)` advances a virtual clock by the modelled t(b, f) * b
 and records the span; consecutive identical steps share one span (start, step time,
 count), so a long run keeps a handful of spans. Power: noisy readings of the board input
-rail at any virtual time (`power_w`, `power_at_w`, the vectorised `power_readings_w`);
-like the real boards' INA3221 monitors there is no energy counter. Clocks: the devfreq
-governor's choice (the top step under sustained training load) until `set_freq_mhz`
-locks a table step (the nearest, as writing min_freq/max_freq does).
+rail at any virtual time; like the real boards' INA3221 monitors there is no energy
+counter. Clocks: the devfreq governor's choice until `set_freq_mhz` locks a table step.
 """
 
 import math
@@ -219,7 +217,10 @@ class SimulatedDevice(Device):
         ripple, phase = np.zeros(t.shape), np.zeros(t.shape)
         if not self._spans:
             return mean, ripple, phase
-        starts, steps, ends, means, ripples = self._span_arrays()
+        if self._arrays is None:  # cached until the next step
+            rows = [(x.start_s, x.step_s, x.end_s, x.mean_w, x.ripple_w) for x in self._spans]
+            self._arrays = tuple(np.array(rows).T)
+        starts, steps, ends, means, ripples = self._arrays
         idx = np.searchsorted(starts, t, side="left") - 1
         valid = idx >= 0
         safe = np.where(valid, idx, 0)
@@ -229,18 +230,6 @@ class SimulatedDevice(Device):
         ripple[inside] = ripples[i]
         phase[inside] = np.mod((t[inside] - starts[i]) / steps[i], 1.0)
         return mean, ripple, phase
-
-    def _span_arrays(self) -> Tuple[np.ndarray, ...]:
-        if self._arrays is None:
-            s = self._spans
-            self._arrays = (
-                np.array([x.start_s for x in s]),
-                np.array([x.step_s for x in s]),
-                np.array([x.end_s for x in s]),
-                np.array([x.mean_w for x in s]),
-                np.array([x.ripple_w for x in s]),
-            )
-        return self._arrays
 
     def busy_energy_j(self, t0_s: float, t1_s: float) -> float:
         """Exact noise-free energy drawn between two virtual times (ripple and noise

@@ -26,6 +26,7 @@ from undercap.data.base import Splits
 from undercap.models.recipe import Recipe, lr_scale
 from undercap.train.loop.fold import FoldCache
 from undercap.train.loop.gpu import clock_for, fast_layout, order_on
+from undercap.train.loop.optim import build_scheduler, build_train_step, make_optimizer, rescale
 from undercap.train.loop.precision import autocast, backward_step, grad_scaler
 from undercap.train.loop.precision import resolve_torch_device as resolve_torch_device
 from undercap.train.loop.repro import deterministic_torch, kill_after_samples, set_cublas_workspace
@@ -117,8 +118,6 @@ class Trainer:
                 self.data.y_train[:2],
                 self.data.num_classes,
             )
-        from undercap.train.loop.optim import build_scheduler, build_train_step, make_optimizer
-
         recipe, cfg = self.cfg.recipe, self.cfg  # the user's parts where given (None: ours)
         self.optimizer = make_optimizer(self.model, cfg)
         self.scheduler = build_scheduler(
@@ -148,8 +147,6 @@ class Trainer:
         old_lr = self.cfg.lr
         self.cfg = dataclasses.replace(self.cfg, batch_size=int(batch_size), lr=float(lr))
         if self.cfg.recipe.optimizer is not None:
-            from undercap.train.loop.optim import rescale
-
             rescale(self.optimizer, self.scheduler, float(lr) / old_lr)
             return
         for group in self.optimizer.param_groups:

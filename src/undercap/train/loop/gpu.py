@@ -16,6 +16,7 @@ from typing import Any, Iterator, List, Tuple
 
 import torch
 
+from undercap.models.outputs import logits_of
 from undercap.train.loop.precision import device_type
 
 
@@ -90,8 +91,6 @@ def whole_sums_on_device(
 ) -> Tuple[float, int, float, int]:
     """A whole evaluation with the default top-1 metric on a GPU (on_gpu), its sums kept
     on the device and read once: (correct, scored, loss sum, items)."""
-    from undercap.models.outputs import logits_of
-
     right = kept = torch.zeros((), dtype=torch.int64, device=device)
     loss = torch.zeros((), dtype=torch.float64, device=device)
     for i in range(0, x.shape[0], batch_size):

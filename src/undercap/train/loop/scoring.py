@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from undercap.errors import UndercapError
+from undercap.models.outputs import logits_of, loss_of
+from undercap.models.user import load_callable
 from undercap.train.loop.gpu import on_gpu, whole_sums_on_device
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -69,37 +71,29 @@ def make_objective(loss: Optional[str] = None, metric: Optional[str] = None) -> 
     """The default objective, or the user's loss and/or metric by import path, given the
     model's outputs as it returns them (models/outputs.py); the default loss is the
     model's own where it returns one, else cross-entropy on its logits."""
-    from undercap.models.user import load_callable
-
     loss_fn: Loss = _own_or_cross_entropy if loss is None else load_callable(loss, "loss")
-    score_fn: Score = _top1 if metric is None else _batch_mean(metric, load_callable)
+    score_fn: Score = _top1 if metric is None else _batch_mean(metric)
     items = _top1_items if metric is None else None
     return Objective(loss_fn, score_fn, loss or "cross-entropy", metric or "top-1 accuracy", items)
 
 
 def _own_or_cross_entropy(out: Any, y: torch.Tensor) -> torch.Tensor:
-    from undercap.models.outputs import logits_of, loss_of
-
     own = loss_of(out)
     return own if own is not None else cross_entropy(logits_of(out), y)
 
 
 def _top1(out: Any, y: torch.Tensor) -> Tuple[float, int]:
     """Correct top-1 predictions and predictions made (per position for sequences)."""
-    from undercap.models.outputs import logits_of
-
     right, keep = _top1_hits(logits_of(out), y)
     return float(right.sum()), int(keep.sum())
 
 
 def _top1_items(out: Any, y: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    from undercap.models.outputs import logits_of
-
     return top1_items(logits_of(out), y)
 
 
-def _batch_mean(path: str, load: Callable[..., Any]) -> Score:
-    fn = load(path, "metric")
+def _batch_mean(path: str) -> Score:
+    fn = load_callable(path, "metric")
 
     def score(outputs: torch.Tensor, y: torch.Tensor) -> Tuple[float, int]:
         value = fn(outputs, y)
@@ -131,7 +125,6 @@ def check_outputs(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classe
         ) from e
     finally:
         model.train(was_training)
-    from undercap.models.outputs import logits_of
 
     try:
         out = logits_of(out)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from undercap import defaults
 from undercap.artifacts.workload import Workload
 from undercap.devices.base import Device, controlled
+from undercap.devices.sampler import PowerSampler
 from undercap.errors import UndercapError
 from undercap.train.cap import Cap, changes
 from undercap.train.session.follow import CapFollower, Change, Reselector
@@ -103,8 +104,6 @@ class Session:
 
     # --- lifecycle ------------------------------------------------------------------
     def __enter__(self) -> "Session":
-        from undercap.devices.sampler import PowerSampler
-
         with contextlib.ExitStack() as stack:
             control = self._control = can_control_clocks(self.device)
             if control:

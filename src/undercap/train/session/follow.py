@@ -19,6 +19,8 @@ from typing import Any, Dict, Mapping, Optional
 
 from undercap.artifacts.profile import as_profile
 from undercap.errors import ArtifactError, InfeasibleError, PowerWaitError, UndercapError
+from undercap.select.core import lowest_feasible_power_w
+from undercap.select.objectives import choose
 from undercap.train.cap import Cap, LiveSource, PowerSchedule, changes
 
 _UNSET: Any = object()
@@ -77,8 +79,6 @@ class Reselector:
     def choose(
         self, limit_w: Optional[float], p: float = 0.0, energy_j: float = 0.0
     ) -> Optional[OperatingPoint]:
-        from undercap.select.objectives import choose
-
         if limit_w is not None and limit_w <= 0:
             return None
         budget, n_left = self.energy_budget_j, None
@@ -107,8 +107,6 @@ class Reselector:
 
     def lowest_feasible_w(self) -> Optional[float]:
         """The lowest cap some configuration runs under (its peak plus margin)."""
-        from undercap.select.core import lowest_feasible_power_w
-
         try:
             return lowest_feasible_power_w(self.profile, self.relative)
         except ArtifactError:
