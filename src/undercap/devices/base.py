@@ -1,5 +1,9 @@
 """The device interface every backend implements, and safe frequency control.
 
+A device is one GPU we can (maybe) clock and whose power we can read. Backends:
+simulated (analytic model), jetson (sysfs devfreq + INA3221), nvml (NVIDIA GPUs).
+Only backend modules import vendor libraries; everything else sees this interface.
+
 Frequency changes always go through `controlled(device)` or `locked(device, f)`,
 which save the original settings first and put them back on every exit path:
 normal exit, exceptions, Ctrl-C (SIGINT) and SIGTERM. SIGKILL and power loss cannot
