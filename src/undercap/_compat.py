@@ -99,7 +99,11 @@ def isascii(text: str) -> bool:
     """str.isascii (Python 3.7), O(1) where it exists."""
     if hasattr(text, "isascii"):
         return text.isascii()
-    return all(ord(c) < 128 for c in text)
+    try:
+        text.encode("ascii")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def run_captured(args: List[str], **kwargs: Any) -> "subprocess.CompletedProcess[str]":

@@ -119,11 +119,12 @@ class Cache:
     ) -> Dict[str, Any]:
         """The JSON value cached under (kind, key), or `make()` stored there."""
         entry = self.entry(kind, key)
-        hit = None if entry is None else entry.load_json()
-        if entry is not None and hit is not None:
-            if on_hit is not None:
-                on_hit(entry)
-            return hit
+        if entry is not None:
+            hit = entry.load_json()
+            if hit is not None:
+                if on_hit is not None:
+                    on_hit(entry)
+                return hit
         value = dict(make())
         if entry is not None:
             entry.store_json(value)

@@ -184,7 +184,15 @@ def _image_splits(
     x_train, x_test = _tf.normalise(x_train, x_test, shape[0] if shape else None)
     y_train = torch.from_numpy(y[tr].astype(np.int64))
     y_test = torch.from_numpy(yt_src[te].astype(np.int64))  # type: ignore[index]
-    return Splits(spec, "image", x_train, y_train, x_test, y_test, raw.num_classes)
+    return Splits(
+        name=spec,
+        kind="image",
+        x_train=x_train,
+        y_train=y_train,
+        x_test=x_test,
+        y_test=y_test,
+        num_classes=raw.num_classes,
+    )
 
 
 def _load_text(
@@ -208,4 +216,13 @@ def _load_text(
     x, y = _text.windows(ids, context)
     tr, te = _text.split_windows(x.shape[0], seed, limit=limit)
     tr_t, te_t = torch.from_numpy(tr), torch.from_numpy(te)
-    return Splits(spec, "text", x[tr_t], y[tr_t], x[te_t], y[te_t], _text.VOCAB_SIZE, _text.VOCAB)
+    return Splits(
+        name=spec,
+        kind="text",
+        x_train=x[tr_t],
+        y_train=y[tr_t],
+        x_test=x[te_t],
+        y_test=y[te_t],
+        num_classes=_text.VOCAB_SIZE,
+        vocab=_text.VOCAB,
+    )

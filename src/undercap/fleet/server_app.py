@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional, Tuple, Union
 
 import flwr
-from flwr.app import ArrayRecord, Context
+from flwr.app import Array, ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from undercap.errors import UndercapError
@@ -94,7 +94,9 @@ def serve(grid: Grid, cfg: FleetConfig, *, progress: bool = True) -> FleetResult
     state = model.state_dict()
     params = {name for name, _ in model.named_parameters()}
     trainable = [k in params for k in state]
-    initial = ArrayRecord(state)
+    initial = ArrayRecord(
+        {k: Array.from_numpy_ndarray(v.detach().cpu().numpy()) for k, v in state.items()}
+    )
     acc0, _ = evaluate(initial)
     round_work = cfg.round_work or float(n_train)
     rounds_bar = bar(progress, desc=f"fleet {cfg.mode}", unit="round", total=cfg.max_rounds)

@@ -169,8 +169,16 @@ def reuse_or_profile(
         log(f"reusing profile {given}")
         return profile
     inp = model_input(model, target)
-    fields = {"num_classes": inp.num_classes, "task": inp.task}
-    return profile_model(device, model, inp.shape, batch_sizes, log=log, **fields, **kw)
+    return profile_model(
+        device,
+        model,
+        inp.shape,
+        batch_sizes,
+        num_classes=inp.num_classes,
+        task=inp.task,
+        log=log,
+        **kw,
+    )
 
 
 # --- pre-training and efficiency ------------------------------------------------------------

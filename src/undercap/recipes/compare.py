@@ -174,8 +174,15 @@ def run_comparison(
     save_efficiency(out / "efficiency-target.json", eff_target)
     _save_selections(out, profile, eff_proxy, cfg, safe)
     rel = (eff_proxy.relative, eff_target.relative)
-    precisions = (cfg.precision, cfg.baseline_precision)
-    choices = choose_all(profile, *rel, cfg.power_limits_w, safe, cfg.power_margin_w, *precisions)
+    choices = choose_all(
+        profile,
+        *rel,
+        cfg.power_limits_w,
+        safe,
+        cfg.power_margin_w,
+        cfg.precision,
+        cfg.baseline_precision,
+    )
     if train_fn is None:  # on the device; read-only: the profile's clock is never locked
         train_fn = DeviceTrainer(
             cfg, setup, eff_target.target_accuracy, cache, progress, log, clock=profile.clock
@@ -235,10 +242,16 @@ def _save_selections(
 ) -> None:
     """Ours for every limit as a selection artifact (`train --from-selection` reads it):
     selection-<limit>.json, e.g. selection-3.5W.json, selection-none.json."""
-    kw = {"margin_w": cfg.power_margin_w, "precision": cfg.precision}
     for lim in cfg.power_limits_w:
         name = "none" if lim is None else f"{lim:g}W"
-        sel = ensemble_selection(profile, eff_proxy, lim, safe_freq_mhz=safe[lim], **kw)
+        sel = ensemble_selection(
+            profile,
+            eff_proxy,
+            lim,
+            safe_freq_mhz=safe[lim],
+            margin_w=cfg.power_margin_w,
+            precision=cfg.precision,
+        )
         save_selection(out / f"selection-{name}.json", sel)
 
 
@@ -282,8 +295,13 @@ def _estimates(
         for spec in cfg.proxies or (cfg.proxy,)
     ]
     eff_proxy = pooled_efficiency(EfficiencySet.of(effs))  # several: the median r(b)
-    target = {"target_accuracy": cfg.target_accuracy, "target_fraction": cfg.target_fraction}
-    eff_target = estimate_efficiency(setup, cfg.target, **target, **dict(common, role="target"))
+    eff_target = estimate_efficiency(
+        setup,
+        cfg.target,
+        target_accuracy=cfg.target_accuracy,
+        target_fraction=cfg.target_fraction,
+        **dict(common, role="target"),
+    )
     return setup, eff_proxy, eff_target
 
 

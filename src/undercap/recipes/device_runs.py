@@ -171,6 +171,13 @@ def train_all(
                 run = train_fn(c.batch_size, c.freq_mhz, seed, c.power_limit_w, c.precision)
                 trained.append((c.power_limit_w, here, run))
                 shared_from = None
-            fields = {"method": c.method, "power_limit_w": c.power_limit_w, "seed": seed}
-            runs.append(dataclasses.replace(run, shared_from=shared_from, **fields))
+            runs.append(
+                dataclasses.replace(
+                    run,
+                    method=c.method,
+                    power_limit_w=c.power_limit_w,
+                    seed=seed,
+                    shared_from=shared_from,
+                )
+            )
     return runs

@@ -32,9 +32,17 @@ def run_efficiency(
         raise UndercapError(
             "give --proxy SPEC or --proxy-slice PCT (to estimate r(b)), or --efficiency FILE"
         )
-    common = {"seeds": cfg.estimate_seeds, "cache": cache, "progress": progress, "log": log}
     effs = [
-        estimate_efficiency(setup, spec, role="proxy", **_proxy_target(cfg, spec), **common)
+        estimate_efficiency(
+            setup,
+            spec,
+            seeds=cfg.estimate_seeds,
+            **_proxy_target(cfg, spec),
+            cache=cache,
+            role="proxy",
+            progress=progress,
+            log=log,
+        )
         for spec in specs
     ]
     return pooled_efficiency(EfficiencySet.of(effs))

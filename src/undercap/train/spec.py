@@ -301,7 +301,9 @@ def chosen(
     """What `capped()` (and a trainer callback, before its trainer is built) runs at,
     with no model (the loop's), and what re-selects for a cap that changes: a TrainSpec
     as it is, a selection's (its limit where no cap is given), the objective's choice in
-    `precision` (None: the profile's), or `batch_size` and `freq_mhz` as given."""
+    `precision` (None: the profile's), or `batch_size` and `freq_mhz` as given.
+    `precision` is what the loop trains in; a selection made for another is trained as
+    it is, with a warning."""
     from undercap.train.session.follow import reselector_from
 
     obj = {"objective": objective, "energy_budget_j": energy_budget_j, "samples_bmax": samples_bmax}

@@ -32,9 +32,11 @@ _POLL_S = 0.05
 
 def _not_ready_error(device: Path, read_only: bool) -> JetsonUnavailable:
     compat = "/".join(read_dt_strings(device / "of_node" / "compatible")) or "a Jetson GPU"
-    why = f"{device / 'railgate_enable'} is writable by root only"
-    if read_only:
-        why = "read-only mode never writes railgate_enable"
+    why = (
+        "read-only mode never writes railgate_enable"
+        if read_only
+        else f"{device / 'railgate_enable'} is writable by root only"
+    )
     return JetsonUnavailable(
         f"the GPU at {device} ({compat}) has not registered with devfreq yet (JetPack 6 "
         f"does so when the GPU first powers up) and {why}; run "
